@@ -1,0 +1,100 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "push-service",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "push-api", targets: ["push-api"]),
+        .executable(name: "pushctl", targets: ["pushctl"]),
+        .library(name: "DeviceRegistry", targets: ["DeviceRegistry"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    ],
+    targets: [
+        // The device rules and their SQL, shared by push-api and the dispatch worker.
+        .target(
+            name: "DeviceRegistry",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            resources: [.copy("Migrations")]
+        ),
+        // The registration HTTP API.
+        .target(
+            name: "PushAPI",
+            dependencies: [
+                "DeviceRegistry",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            resources: [.copy("openapi.yaml")]
+        ),
+        .executableTarget(
+            name: "push-api",
+            dependencies: [
+                "PushAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "pushctl",
+            dependencies: [
+                "DeviceRegistry",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // A throwaway PostgreSQL cluster (or TEST_DATABASE_URL) and per-test databases.
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "DeviceRegistry",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TestSupport"
+        ),
+        .testTarget(
+            name: "DeviceRegistryTests",
+            dependencies: ["DeviceRegistry", "TestSupport"]
+        ),
+        .testTarget(
+            name: "PushAPITests",
+            dependencies: [
+                "PushAPI", "DeviceRegistry", "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
+        ),
+        .testTarget(
+            name: "PushCTLTests",
+            dependencies: ["DeviceRegistry", "TestSupport"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

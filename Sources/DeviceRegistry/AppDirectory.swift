@@ -1,0 +1,112 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A row of `apps`, without its private key.
+public struct App: Sendable, Equatable {
+    public let id: Int64
+    public let code: String
+    public let name: String
+    public let fcmProjectID: String?
+    public let fcmClientEmail: String?
+    public let hasCredentials: Bool
+    public let createdAt: Date
+}
+
+public enum AppDirectoryError: Error, CustomStringConvertible, Equatable {
+    case invalidCode(String)
+    case invalidName
+    case duplicateCode(String)
+    case unknownCode(String)
+
+    public var description: String {
+        switch self {
+        case .invalidCode(let code):
+            "app code '\(code)' must be 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit"
+        case .invalidName: "app name must be 1 to 200 characters"
+        case .duplicateCode(let code): "an app with code '\(code)' already exists"
+        case .unknownCode(let code): "no app with code '\(code)'"
+        }
+    }
+}
+
+/// The `apps` table: one row per mobile app and its Firebase credentials.
+public struct AppDirectory: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    public static func validate(code: String) throws(AppDirectoryError) {
+        let allowed = code.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F }
+        guard (1...64).contains(code.utf8.count), allowed, code.first != "-", code.first != "_" else {
+            throw .invalidCode(code)
+        }
+    }
+
+    public func add(code: String, name: String, serviceAccount: ServiceAccount?) async throws -> App {
+        try Self.validate(code: code)
+        guard (1...200).contains(name.count) else { throw AppDirectoryError.invalidName }
+        do {
+            let rows = try await client.query(
+                """
+                INSERT INTO apps (code, name, fcm_project_id, fcm_client_email, fcm_private_key, fcm_private_key_id)
+                VALUES (\(code), \(name), \(serviceAccount?.projectID), \(serviceAccount?.clientEmail),
+                        \(serviceAccount?.privateKeyPEM), \(serviceAccount?.privateKeyID))
+                RETURNING \(unescaped: Self.columns)
+                """, logger: logger)
+            return try await Self.first(rows)!
+        } catch where DatabaseErrorText.sqlState(error) == "23505" {
+            throw AppDirectoryError.duplicateCode(code)
+        }
+    }
+
+    public func setCredentials(code: String, serviceAccount: ServiceAccount) async throws -> App {
+        let rows = try await client.query(
+            """
+            UPDATE apps SET fcm_project_id = \(serviceAccount.projectID),
+                            fcm_client_email = \(serviceAccount.clientEmail),
+                            fcm_private_key = \(serviceAccount.privateKeyPEM),
+                            fcm_private_key_id = \(serviceAccount.privateKeyID),
+                            updated_at = now()
+             WHERE code = \(code)
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)
+        guard let app = try await Self.first(rows) else { throw AppDirectoryError.unknownCode(code) }
+        return app
+    }
+
+    public func list() async throws -> [App] {
+        let rows = try await client.query("SELECT \(unescaped: Self.columns) FROM apps ORDER BY code", logger: logger)
+        var apps: [App] = []
+        for try await row in rows.decode(Row.self) { apps.append(Self.app(row)) }
+        return apps
+    }
+
+    public func find(code: String) async throws -> App? {
+        try await Self.first(client.query("SELECT \(unescaped: Self.columns) FROM apps WHERE code = \(code)", logger: logger))
+    }
+
+    public func exists(id: Int64) async throws -> Bool {
+        let rows = try await client.query("SELECT EXISTS (SELECT 1 FROM apps WHERE id = \(id))", logger: logger)
+        for try await exists in rows.decode(Bool.self) { return exists }
+        return false
+    }
+
+    private typealias Row = (Int64, String, String, String?, String?, Bool, Date)
+    private static let columns =
+        "id, code, name, fcm_project_id, fcm_client_email, fcm_private_key IS NOT NULL, created_at"
+
+    private static func app(_ row: Row) -> App {
+        App(id: row.0, code: row.1, name: row.2, fcmProjectID: row.3, fcmClientEmail: row.4,
+            hasCredentials: row.5, createdAt: row.6)
+    }
+
+    private static func first(_ rows: PostgresRowSequence) async throws -> App? {
+        for try await row in rows.decode(Row.self) { return app(row) }
+        return nil
+    }
+}

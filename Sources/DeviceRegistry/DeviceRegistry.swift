@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The device rules, shared by the registration API and the dispatch worker. The upsert and its
+/// side effects live in the SQL function `push_register_device` (sql/002_push_devices.sql):
+/// one round trip, one transaction.
+public struct DeviceRegistry: Sendable {
+    let client: PostgresClient
+
+    public init(client: PostgresClient) {
+        self.client = client
+    }
+
+    public struct Registered: Sendable, Equatable {
+        public let device: Device
+        /// True when the row was inserted, false when an existing row was refreshed.
+        public let created: Bool
+    }
+
+    /// Registers `registration` for the user: upsert on (user, app, token), active, `last_used_at`
+    /// now; another user's active row for the token and the device's other active tokens are
+    /// deactivated in the same transaction.
+    public func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
+        let row = try await Self.retryingConflicts(logger: logger) {
+            let rows = try await client.query(
+                """
+                SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
+                       last_used_at, created_at, created
+                  FROM push_register_device(\(userID), \(appID), \(registration.token),
+                                            \(registration.platform.rawValue), \(registration.deviceID),
+                                            \(registration.tokenType.rawValue))
+                """, logger: logger)
+            for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool).self) {
+                return row
+            }
+            preconditionFailure("push_register_device returns exactly one row")
+        }
+        let device = Device(
+            id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
+            platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
+            lastUsedAt: row.8, createdAt: row.9, deactivatedAt: nil, deactivationReason: nil)
+        return Registered(device: device, created: row.10)
+    }
+
+    /// Soft-deactivates the user's device (reason `logout`). Idempotent: an already inactive
+    /// device is fine. Returns false when the id is not one of this user's devices in this app.
+    public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: String = "logout", logger: Logger) async throws -> Bool {
+        let updated = try await client.query(
+            """
+            UPDATE push_devices
+               SET is_active = false, deactivated_at = now(), deactivation_reason = \(reason), updated_at = now()
+             WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID) AND is_active
+            RETURNING id
+            """, logger: logger)
+        for try await _ in updated.decode(Int64.self) { return true }
+        let existing = try await client.query(
+            "SELECT EXISTS (SELECT 1 FROM push_devices WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID))",
+            logger: logger)
+        for try await exists in existing.decode(Bool.self) { return exists }
+        return false
+    }
+
+    /// The user's devices in the app, active ones first, most recently used first.
+    public func devices(userID: Int64, appID: Int64, logger: Logger) async throws -> [Device] {
+        let rows = try await client.query(
+            """
+            SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
+                   last_used_at, created_at, deactivated_at, deactivation_reason
+              FROM push_devices
+             WHERE user_id = \(userID) AND app_id = \(appID)
+             ORDER BY is_active DESC, last_used_at DESC, id DESC
+            """, logger: logger)
+        var devices: [Device] = []
+        for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?).self) {
+            devices.append(Device(
+                id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
+                platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
+                lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11))
+        }
+        return devices
+    }
+
+    /// A deadlock (40P01) or serialization failure (40001) between registrations touching the
+    /// same rows through different locks is retried: the client must never see it.
+    static func retryingConflicts<T: Sendable>(logger: Logger, attempts: Int = 5, _ body: () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await body()
+            } catch where attempt < attempts && ["40P01", "40001"].contains(DatabaseErrorText.sqlState(error)) {
+                logger.debug("registration conflict, retrying", metadata: ["push.attempt": "\(attempt)"])
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 * attempt))))
+            }
+        }
+    }
+}

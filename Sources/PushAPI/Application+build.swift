@@ -1,0 +1,40 @@
+import DeviceRegistry
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import Prometheus
+
+/// Builds push-api: the PostgreSQL client runs as a service of the application, so it starts
+/// before the server answers and stops after it. Tests call this same function.
+public func buildApplication(_ configuration: APIConfiguration, logger: Logger) async throws -> some ApplicationProtocol {
+    let postgres = try DatabaseConfiguration.parse(configuration.databaseURL)
+    let verifier = try await UserTokenVerifier(configuration.jwt)
+    let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
+    let router = try buildRouter(client: client, verifier: verifier, logger: logger)
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api"),
+        services: [client],
+        logger: logger)
+}
+
+func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, logger: Logger) throws -> Router<APIRequestContext> {
+    guard let documentURL = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
+          let document = try? Data(contentsOf: documentURL)
+    else {
+        throw APIConfiguration.Error.missing("the bundled openapi.yaml")
+    }
+    let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
+    let router = Router(context: APIRequestContext.self)
+    router.middlewares.add(RequestLogMiddleware())
+    router.middlewares.add(RequestMetricsMiddleware(metrics: metrics))
+    router.middlewares.add(ErrorEnvelopeMiddleware())
+
+    OperationsController(client: client, metrics: metrics, openAPIDocument: ByteBuffer(data: document))
+        .addRoutes(to: router)
+    let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger))
+    DeviceController(registry: DeviceRegistry(client: client))
+        .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
+    return router
+}

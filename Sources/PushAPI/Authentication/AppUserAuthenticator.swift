@@ -1,0 +1,44 @@
+import Hummingbird
+import Logging
+
+/// Accepts the access token from `Authorization: Bearer …` or the `accessToken` cookie (the
+/// auth server sets it as an HttpOnly cookie), verifies it, and requires its app to exist.
+struct AppUserAuthenticator: RouterMiddleware {
+    typealias Context = APIRequestContext
+    let verifier: UserTokenVerifier
+    let knownApps: KnownApps
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let token = Self.accessToken(in: request) else {
+            throw APIError.unauthenticated("an access token is required (Authorization: Bearer, or the accessToken cookie)")
+        }
+        let user: AppUser
+        do {
+            user = try await verifier.verify(token)
+        } catch {
+            context.logger.info("access token refused", metadata: ["push.reason": "\(error)"])
+            throw APIError.unauthenticated(error.description)
+        }
+        guard try await knownApps.contains(user.appID) else {
+            throw APIError.forbidden("app \(user.appID) is not registered with this service")
+        }
+        var context = context
+        context.appUser = user
+        context.logger[metadataKey: "push.user_id"] = "\(user.userID)"
+        context.logger[metadataKey: "push.app_id"] = "\(user.appID)"
+        return try await next(request, context)
+    }
+
+    static func accessToken(in request: Request) -> String? {
+        if let authorization = request.headers[.authorization] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+            let token = parts[1].trimmingCharacters(in: .whitespaces)
+            return token.isEmpty ? nil : token
+        }
+        if let cookie = request.cookies["accessToken"], !cookie.value.isEmpty {
+            return cookie.value
+        }
+        return nil
+    }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+
+/// `/healthz` (the process answers), `/readyz` (the database answers), `/metrics`, `/openapi.yaml`.
+struct OperationsController {
+    let client: PostgresClient
+    let metrics: RequestMetrics
+    let openAPIDocument: ByteBuffer
+
+    func addRoutes(to router: Router<APIRequestContext>) {
+        router.get("healthz") { _, _ in
+            JSONBody.response(["status": "ok"])
+        }
+        router.get("readyz") { _, context in
+            try await checkDatabase(logger: context.logger)
+            return JSONBody.response(["status": "ready"])
+        }
+        router.get("metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
+        }
+        router.get("openapi.yaml") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: openAPIDocument))
+        }
+    }
+
+    /// Readiness must answer quickly even when the pool is waiting for a dead database.
+    private func checkDatabase(logger: Logger) async throws {
+        let client = self.client
+        let answered = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                (try? await client.query("SELECT 1", logger: logger)) != nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(2))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        guard answered else { throw APIError.databaseUnavailable }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import NIOFoundationCompat
+
+/// JSON in and out of the API: dates as ISO 8601 UTC with milliseconds, request bodies limited
+/// by the context's upload size and refused unless they are `application/json`.
+enum JSONBody {
+    static func encode(_ value: some Encodable) -> ByteBuffer {
+        // Encoding our own response types cannot fail.
+        ByteBuffer(data: try! encoder.encode(value))
+    }
+
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
+                 body: .init(byteBuffer: encode(value)))
+    }
+
+    /// Reads and decodes a JSON request body; every failure is an `APIError`.
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
+        guard let contentType = request.headers[.contentType],
+              let mediaType = MediaType(from: contentType), mediaType.isType(.applicationJson)
+        else {
+            throw APIError(.unsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE", "the body must be application/json")
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "PAYLOAD_TOO_LARGE", "the body must be at most \(context.maxUploadSize) bytes")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: buffer)
+        } catch let error as DecodingError {
+            throw describe(error)
+        } catch {
+            throw APIError.malformedJSON("the body is not valid JSON")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> APIError {
+        func field(_ path: [any CodingKey]) -> String {
+            path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .typeMismatch(let type, let context) where !context.codingPath.isEmpty:
+            return .validation("\(field(context.codingPath)) must be \(typeName(type))")
+        case .valueNotFound(let type, let context) where !context.codingPath.isEmpty:
+            return .validation("\(field(context.codingPath)) must be \(typeName(type))")
+        case .typeMismatch, .valueNotFound:
+            return .validation("the body must be a JSON object")
+        case .keyNotFound(let key, _):
+            return .validation("\(key.stringValue) is required")
+        case .dataCorrupted:
+            return .malformedJSON("the body is not valid JSON")
+        @unknown default:
+            return .malformedJSON("the body is not valid JSON")
+        }
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type, is String?.Type: "a string"
+        case is Bool.Type: "a boolean"
+        case is Int.Type, is Int64.Type: "an integer"
+        default: "of another type"
+        }
+    }
+
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(isoFormat))
+        }
+        return encoder
+    }()
+
+    private static let isoFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
+}

@@ -1,0 +1,53 @@
+import DeviceRegistry
+import Hummingbird
+import Logging
+
+/// Turns every error into the envelope, so no client ever sees Hummingbird's plain-text
+/// errors or a stack of internals. Database connection failures become 503.
+struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return error.response()
+        } catch let error as HTTPError {
+            return Self.envelope(for: error.status, message: error.body).response()
+        } catch let error as any HTTPResponseError {
+            return Self.envelope(for: error.status, message: nil).response()
+        } catch {
+            if DatabaseErrorText.isServerError(error) {
+                context.logger.error("database error", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                return APIError.internalError.response()
+            }
+            if Self.isDatabaseUnavailable(error) {
+                context.logger.warning("database unavailable", metadata: ["push.error": "\(error)"])
+                return APIError.databaseUnavailable.response()
+            }
+            context.logger.error("unhandled error", metadata: ["push.error": "\(error)"])
+            return APIError.internalError.response()
+        }
+    }
+
+    /// PostgresNIO reports an unreachable database as a `PSQLError` without server details, or as
+    /// a connection-pool error (circuit breaker open); neither type is matched by name here
+    /// because the pool error type is not public.
+    static func isDatabaseUnavailable(_ error: any Error) -> Bool {
+        if error is PostgresUnavailable { return true }
+        let type = String(reflecting: Swift.type(of: error))
+        return type.contains("PSQLError") || type.contains("ConnectionPoolError")
+    }
+
+    static func envelope(for status: HTTPResponse.Status, message: String?) -> APIError {
+        switch status {
+        case .notFound: .notFound(message ?? "no such resource")
+        case .methodNotAllowed: APIError(status, code: "METHOD_NOT_ALLOWED", message ?? "method not allowed")
+        case .contentTooLarge: APIError(status, code: "PAYLOAD_TOO_LARGE", message ?? "the body is too large")
+        case .unauthorized: .unauthenticated(message ?? "authentication required")
+        case .badRequest: .validation(message ?? "bad request")
+        default: APIError(status, code: status.code >= 500 ? "INTERNAL" : "REQUEST_FAILED", message ?? status.reasonPhrase)
+        }
+    }
+}
+
+/// Thrown when a database call gives up waiting (see `DatabaseDeadline`).
+struct PostgresUnavailable: Error {}

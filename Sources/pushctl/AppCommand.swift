@@ -1,0 +1,80 @@
+import ArgumentParser
+import DeviceRegistry
+import Foundation
+
+struct AppCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "app",
+        abstract: "Add apps, set their Firebase credentials, list them.",
+        subcommands: [Add.self, SetCredentials.self, List.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add an app. Without --service-account it can register devices but not send.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Short unique code, e.g. wowa (lowercase letters, digits, - and _).") var code: String
+        @Option(help: "Display name.") var name: String
+        @Option(help: "Google service-account JSON file of the app's Firebase project.") var serviceAccount: String?
+
+        func run() async throws {
+            try await reportingErrors {
+                let account = try serviceAccount.map(readServiceAccount)
+                let app = try await withDatabase(database) { client, logger in
+                    try await AppDirectory(client: client, logger: logger).add(code: code, name: name, serviceAccount: account)
+                }
+                print("app \(app.code) added (id \(app.id))\(account.map { ", \($0)" } ?? ", no credentials yet")")
+            }
+        }
+    }
+
+    struct SetCredentials: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-credentials",
+            abstract: "Set or rotate an app's Firebase credentials; the worker picks them up without a restart.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The app's code.") var code: String
+        @Option(help: "Google service-account JSON file.") var serviceAccount: String
+
+        func run() async throws {
+            try await reportingErrors {
+                let account = try readServiceAccount(serviceAccount)
+                let app = try await withDatabase(database) { client, logger in
+                    try await AppDirectory(client: client, logger: logger).setCredentials(code: code, serviceAccount: account)
+                }
+                print("app \(app.code): credentials set, \(account)")
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List apps (never shows private keys).")
+
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            try await reportingErrors {
+                let apps = try await withDatabase(database) { client, logger in
+                    try await AppDirectory(client: client, logger: logger).list()
+                }
+                let rows = apps.map { app in
+                    [String(app.id), app.code, app.name, app.fcmProjectID ?? "-", app.fcmClientEmail ?? "-",
+                     app.hasCredentials ? "yes" : "no"]
+                }
+                print(TextTable.render(header: ["ID", "CODE", "NAME", "FCM PROJECT", "CLIENT EMAIL", "CREDENTIALS"], rows: rows))
+            }
+        }
+    }
+}
+
+func readServiceAccount(_ path: String) throws -> ServiceAccount {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw CLIError("cannot read the service account file \(path)")
+    }
+    do {
+        return try ServiceAccount(json: data)
+    } catch {
+        throw CLIError("\(path): \(error.description)")
+    }
+}

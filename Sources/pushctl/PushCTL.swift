@@ -1,0 +1,56 @@
+import ArgumentParser
+import DeviceRegistry
+import Foundation
+import Logging
+
+@main
+struct PushCTL: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushctl",
+        abstract: "Operate the push service: migrations and apps.",
+        discussion: "Every command reads DATABASE_URL (or --database-url).",
+        subcommands: [Migrate.self, AppCommand.self])
+}
+
+/// Options every database command shares.
+struct DatabaseOptions: ParsableArguments {
+    @Option(name: .customLong("database-url"), help: "postgres://user:password@host:port/db (default: DATABASE_URL).")
+    var databaseURL: String?
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical (LOG_LEVEL, default warning).")
+    var logLevel: String?
+
+    func resolvedURL() throws -> String {
+        if let databaseURL, !databaseURL.isEmpty { return databaseURL }
+        if let value = ProcessInfo.processInfo.environment["DATABASE_URL"], !value.isEmpty { return value }
+        throw CLIError("DATABASE_URL is not set (or pass --database-url)")
+    }
+
+    func logger() -> Logger {
+        let level = (logLevel ?? ProcessInfo.processInfo.environment["LOG_LEVEL"]).flatMap { Logger.Level(rawValue: $0.lowercased()) }
+        var logger = Logger(label: "pushctl") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = level ?? .warning
+        return logger
+    }
+}
+
+/// A failure worth one line on stderr and exit status 1.
+struct CLIError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension AsyncParsableCommand {
+    /// Runs `body`, turning every failure into one line on stderr and a non-zero exit.
+    func reportingErrors(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            let text = DatabaseErrorText.isServerError(error) ? DatabaseErrorText.describe(error) : "\(error)"
+            FileHandle.standardError.write(Data("pushctl: \(text)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}

@@ -1,0 +1,1 @@
+Sources/DeviceRegistry/Migrations
