@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "push-api", targets: ["push-api"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
+        .executable(name: "fcm-emulator", targets: ["fcm-emulator"]),
         .library(name: "DeviceRegistry", targets: ["DeviceRegistry"]),
     ],
     dependencies: [
@@ -22,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
     ],
     targets: [
         // The device rules and their SQL, shared by push-api and the dispatch worker.
@@ -69,6 +72,31 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // A stand-in for FCM HTTP v1 and Google's OAuth token endpoint, for tests, benchmarks and
+        // developers of client backends: a real HTTP/1.1 + HTTP/2 server over TLS on loopback.
+        .target(
+            name: "FCMEmulator",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "fcm-emulator",
+            dependencies: [
+                "FCMEmulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // A throwaway PostgreSQL cluster (or TEST_DATABASE_URL) and per-test databases.
         .target(
             name: "TestSupport",
@@ -76,19 +104,33 @@ let package = Package(
                 "DeviceRegistry",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/TestSupport"
         ),
         .testTarget(
             name: "DeviceRegistryTests",
-            dependencies: ["DeviceRegistry", "TestSupport"]
+            dependencies: ["DeviceRegistry", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(
             name: "PushAPITests",
             dependencies: [
                 "PushAPI", "DeviceRegistry", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "FCMEmulatorTests",
+            dependencies: [
+                "FCMEmulator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(

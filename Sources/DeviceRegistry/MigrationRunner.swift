@@ -7,6 +7,11 @@ import PostgresNIO
 public struct Migration: Sendable, Equatable {
     public let version: String
     public let sql: String
+
+    public init(version: String, sql: String) {
+        self.version = version
+        self.sql = sql
+    }
     public var checksum: String {
         SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
     }

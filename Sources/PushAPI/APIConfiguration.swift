@@ -8,14 +8,18 @@ public struct APIConfiguration: Sendable {
     public var port: Int
     public var jwt: UserTokenVerifier.Configuration
     public var logLevel: Logger.Level
+    /// The longest a request waits for the database before answering 503.
+    public var databaseDeadline: Duration
 
     public init(databaseURL: String, host: String = "127.0.0.1", port: Int = 8080,
-                jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info) {
+                jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
+                databaseDeadline: Duration = .seconds(5)) {
         self.databaseURL = databaseURL
         self.host = host
         self.port = port
         self.jwt = jwt
         self.logLevel = logLevel
+        self.databaseDeadline = databaseDeadline
     }
 
     public enum Error: Swift.Error, CustomStringConvertible, Equatable {

@@ -11,7 +11,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let postgres = try DatabaseConfiguration.parse(configuration.databaseURL)
     let verifier = try await UserTokenVerifier(configuration.jwt)
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
-    let router = try buildRouter(client: client, verifier: verifier, logger: logger)
+    let router = try buildRouter(client: client, verifier: verifier, deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api"),
@@ -19,7 +19,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
         logger: logger)
 }
 
-func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, logger: Logger) throws -> Router<APIRequestContext> {
+func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, deadline: DatabaseDeadline, logger: Logger) throws -> Router<APIRequestContext> {
     guard let documentURL = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
           let document = try? Data(contentsOf: documentURL)
     else {
@@ -33,8 +33,8 @@ func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, logger: Lo
 
     OperationsController(client: client, metrics: metrics, openAPIDocument: ByteBuffer(data: document))
         .addRoutes(to: router)
-    let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger))
-    DeviceController(registry: DeviceRegistry(client: client))
+    let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger), deadline: deadline)
+    DeviceController(registry: DeviceRegistry(client: client), deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
     return router
 }

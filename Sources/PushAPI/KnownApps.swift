@@ -7,18 +7,21 @@ import Synchronization
 /// found on the next request.
 final class KnownApps: Sendable {
     private let directory: AppDirectory
+    private let deadline: DatabaseDeadline
     private let ttl: Duration
     private let seen: Mutex<[Int64: ContinuousClock.Instant]> = Mutex([:])
 
-    init(directory: AppDirectory, ttl: Duration = .seconds(60)) {
+    init(directory: AppDirectory, deadline: DatabaseDeadline, ttl: Duration = .seconds(60)) {
         self.directory = directory
+        self.deadline = deadline
         self.ttl = ttl
     }
 
     func contains(_ appID: Int64) async throws -> Bool {
         let now = ContinuousClock.now
         if let until = seen.withLock({ $0[appID] }), until > now { return true }
-        guard try await directory.exists(id: appID) else { return false }
+        let directory = self.directory
+        guard try await deadline.run({ try await directory.exists(id: appID) }) else { return false }
         seen.withLock { $0[appID] = now + ttl }
         return true
     }

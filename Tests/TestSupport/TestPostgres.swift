@@ -2,6 +2,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +16,8 @@ import Glibc
 public actor TestPostgres {
     public static let shared = TestPostgres()
 
-    private var server: Server?
+    /// Started once and shared: tests call in concurrently, and an actor is reentrant at `await`.
+    private var server: Task<Server, any Error>?
     private var counter = 0
     private let templateName = "push_template_\(getpid())"
 
@@ -56,7 +58,14 @@ public actor TestPostgres {
     }
 
     private func ensureServer() async throws -> Server {
-        if let server { return server }
+        if let server { return try await server.value }
+        let templateName = self.templateName
+        let starting = Task { try await Self.startServer(templateName: templateName) }
+        server = starting
+        return try await starting.value
+    }
+
+    private static func startServer(templateName: String) async throws -> Server {
         let server: Server
         if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
             let configuration = try DatabaseConfiguration.parse(url)
@@ -64,7 +73,7 @@ public actor TestPostgres {
                             user: configuration.username, password: configuration.password,
                             adminDatabase: configuration.database ?? "postgres")
         } else {
-            server = try ThrowawayCluster.start()
+            server = try LocalCluster.start().server
         }
         // The template must have no open connections when it is copied: migrate with a client
         // that is shut down before the first copy.
@@ -75,7 +84,6 @@ public actor TestPostgres {
         try await Self.withClient(url: server.url(database: templateName)) { client in
             try await MigrationRunner.bundled().run(on: client, logger: Logger(label: "test-migrations"))
         }
-        self.server = server
         return server
     }
 
@@ -100,28 +108,61 @@ public struct TestDatabase: Sendable {
     }
 }
 
-/// Starts PostgreSQL from the Debian binaries in a temporary folder, on 127.0.0.1 and a free
-/// port, durability off (a test cluster never needs to survive a crash).
-enum ThrowawayCluster {
+/// A PostgreSQL cluster from the Debian binaries in a temporary folder, on 127.0.0.1, durability
+/// off (a test cluster never needs to survive a crash). Stopped at process exit at the latest.
+public final class LocalCluster: Sendable {
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
 
-    static func start() throws -> TestPostgres.Server {
-        let binaries = try binDirectory()
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("push-tests-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
-        let data = root.appendingPathComponent("data").path
-        let sockets = root.appendingPathComponent("run").path
-        try FileManager.default.createDirectory(atPath: sockets, withIntermediateDirectories: true)
-        let runAs: String? = getuid() == 0 ? try unprivilegedUser() : nil
-        if let runAs { try run("/bin/chown", ["-R", runAs, root.path]) }
+    public let port: Int
+    let binaries: String
+    let root: String
+    let runAs: String?
 
-        try run("\(binaries)/initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"], as: runAs)
-        let port = try freePort()
-        let options = "-p \(port) -k \(sockets) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB"
-        try run("\(binaries)/pg_ctl", ["-D", data, "-o", options, "-l", root.appendingPathComponent("postgres.log").path, "-w", "-t", "60", "start"], as: runAs)
-        ClusterCleanup.register(pgCtl: "\(binaries)/pg_ctl", data: data, root: root.path, runAs: runAs)
-        return TestPostgres.Server(host: "127.0.0.1", port: port, user: "postgres", password: nil, adminDatabase: "postgres")
+    private init(port: Int, binaries: String, root: String, runAs: String?) {
+        self.port = port
+        self.binaries = binaries
+        self.root = root
+        self.runAs = runAs
+    }
+
+    public func url(database: String = "postgres") -> String {
+        "postgres://postgres@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
+
+    var server: TestPostgres.Server {
+        TestPostgres.Server(host: "127.0.0.1", port: port, user: "postgres", password: nil, adminDatabase: "postgres")
+    }
+
+    /// initdb and start; on `port` when given (e.g. to bring a database back on the port a
+    /// service is already configured for), otherwise on a free one.
+    public static func start(port requestedPort: Int? = nil) throws -> LocalCluster {
+        let binaries = try binDirectory()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("push-tests-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: "\(root)/run", withIntermediateDirectories: true)
+        let runAs: String? = getuid() == 0 ? try unprivilegedUser() : nil
+        if let runAs { try run("/bin/chown", ["-R", runAs, root]) }
+        try run("\(binaries)/initdb", ["-D", "\(root)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"], as: runAs)
+        let cluster = LocalCluster(port: try requestedPort ?? freePort(), binaries: binaries, root: root, runAs: runAs)
+        ClusterCleanup.register(cluster)
+        try cluster.startServer()
+        return cluster
+    }
+
+    private func startServer() throws {
+        let options = "-p \(port) -k \(root)/run -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB"
+        try Self.run("\(binaries)/pg_ctl", ["-D", "\(root)/data", "-o", options, "-l", "\(root)/postgres.log", "-w", "-t", "60", "start"], as: runAs)
+    }
+
+    /// Immediate shutdown: connections drop as they would when a database host dies.
+    public func stop() {
+        _ = try? Self.run("\(binaries)/pg_ctl", ["-D", "\(root)/data", "-m", "immediate", "stop"], as: runAs)
+    }
+
+    func destroy() {
+        stop()
+        try? FileManager.default.removeItem(atPath: root)
     }
 
     static func binDirectory() throws -> String {
@@ -142,7 +183,7 @@ enum ThrowawayCluster {
         return name
     }
 
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
         defer { close(fd) }
@@ -158,40 +199,48 @@ enum ThrowawayCluster {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// Runs a command to completion and returns its output. posix_spawn + waitpid rather than
+    /// Foundation's Process: `pg_ctl start` leaves a daemon behind that inherits the child's
+    /// descriptors, and Process waits for those to close, which the daemon never does.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String], as user: String? = nil) throws -> String {
-        let process = Process()
-        if let user {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", user, "--", executable] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-        }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) failed: \(text)")
+        let argv = user.map { ["/usr/sbin/runuser", "-u", $0, "--", executable] + arguments } ?? [executable] + arguments
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("push-tests-output-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: outputPath) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
+        guard spawned == 0 else { throw Failure(description: "cannot start \(argv[0]): error \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        // WIFEXITED && WEXITSTATUS == 0, spelled out: the C macros are not imported.
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+            throw Failure(description: "\(argv.joined(separator: " ")) failed: \(text)")
         }
         return text
     }
 }
 
-/// Stops the throwaway cluster when the test process exits.
+/// Stops every cluster the tests started when the test process exits.
 enum ClusterCleanup {
-    nonisolated(unsafe) private static var command: (pgCtl: String, data: String, root: String, runAs: String?)?
+    private static let clusters = Mutex<[LocalCluster]>([])
 
-    static func register(pgCtl: String, data: String, root: String, runAs: String?) {
-        command = (pgCtl, data, root, runAs)
-        atexit {
-            guard let command = ClusterCleanup.command else { return }
-            _ = try? ThrowawayCluster.run(command.pgCtl, ["-D", command.data, "-m", "immediate", "stop"], as: command.runAs)
-            try? FileManager.default.removeItem(atPath: command.root)
+    static func register(_ cluster: LocalCluster) {
+        let first = clusters.withLock { list in
+            list.append(cluster)
+            return list.count == 1
+        }
+        if first {
+            atexit { ClusterCleanup.clusters.withLock { $0 }.forEach { $0.destroy() } }
         }
     }
 }

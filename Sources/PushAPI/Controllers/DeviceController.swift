@@ -6,6 +6,7 @@ import Logging
 /// `POST /push/devices`, `DELETE /push/devices/{id}`, `GET /push/devices`.
 struct DeviceController {
     let registry: DeviceRegistry
+    let deadline: DatabaseDeadline
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.post(use: register)
@@ -79,7 +80,10 @@ struct DeviceController {
         } catch {
             throw APIError.validation(error.description)
         }
-        let result = try await registry.register(registration, userID: user.userID, appID: user.appID, logger: context.logger)
+        let (registry, logger) = (self.registry, context.logger)
+        let result = try await deadline.run {
+            try await registry.register(registration, userID: user.userID, appID: user.appID, logger: logger)
+        }
         context.logger.info("device registered", metadata: [
             "push.device_id": "\(result.device.id)",
             "push.platform": "\(registration.platform.rawValue)",
@@ -91,7 +95,10 @@ struct DeviceController {
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> Response {
         let user = try context.requireAppUser()
-        let devices = try await registry.devices(userID: user.userID, appID: user.appID, logger: context.logger)
+        let (registry, logger) = (self.registry, context.logger)
+        let devices = try await deadline.run {
+            try await registry.devices(userID: user.userID, appID: user.appID, logger: logger)
+        }
         return JSONBody.response(DeviceList(devices: devices.map(DeviceBody.init)))
     }
 
@@ -102,7 +109,11 @@ struct DeviceController {
             throw APIError.validation("device id must be a positive integer")
         }
         // Another user's device answers exactly like a missing one.
-        guard try await registry.deactivate(deviceID: id, userID: user.userID, appID: user.appID, logger: context.logger) else {
+        let (registry, logger) = (self.registry, context.logger)
+        let deactivated = try await deadline.run {
+            try await registry.deactivate(deviceID: id, userID: user.userID, appID: user.appID, logger: logger)
+        }
+        guard deactivated else {
             throw APIError.notFound("device \(id) not found")
         }
         context.logger.info("device deactivated", metadata: ["push.device_id": "\(id)", "push.reason": "logout"])

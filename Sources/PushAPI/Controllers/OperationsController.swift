@@ -29,18 +29,10 @@ struct OperationsController {
     /// Readiness must answer quickly even when the pool is waiting for a dead database.
     private func checkDatabase(logger: Logger) async throws {
         let client = self.client
-        let answered = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                (try? await client.query("SELECT 1", logger: logger)) != nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(2))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        do {
+            try await DatabaseDeadline(limit: .seconds(2)).run { _ = try await client.query("SELECT 1", logger: logger) }
+        } catch {
+            throw APIError.databaseUnavailable
         }
-        guard answered else { throw APIError.databaseUnavailable }
     }
 }

@@ -50,4 +50,6 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// Thrown when a database call gives up waiting (see `DatabaseDeadline`).
-struct PostgresUnavailable: Error {}
+struct PostgresUnavailable: Error, CustomStringConvertible {
+    var description: String { "no answer from the database within the deadline" }
+}

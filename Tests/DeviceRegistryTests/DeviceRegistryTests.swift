@@ -1,0 +1,223 @@
+import DeviceRegistry
+import Foundation
+import PostgresNIO
+import Testing
+import TestSupport
+
+@Suite("DeviceRegistry rules against PostgreSQL")
+struct DeviceRegistryTests {
+    @Test func registerCreatesThenRefreshesTheSameRow() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let first = try await registry.register(registration("tok-1", deviceID: "phone-1"), userID: 7, appID: app, logger: testLogger)
+            #expect(first.created)
+            #expect(first.device.isActive)
+            #expect(first.device.token == "tok-1" && first.device.deviceID == "phone-1" && first.device.platform == .ios)
+
+            try await Task.sleep(for: .milliseconds(5))
+            let second = try await registry.register(registration("tok-1", platform: "android", deviceID: "phone-1"), userID: 7, appID: app, logger: testLogger)
+            #expect(!second.created)
+            #expect(second.device.id == first.device.id)
+            #expect(second.device.createdAt == first.device.createdAt)
+            #expect(second.device.lastUsedAt > first.device.lastUsedAt)
+            #expect(second.device.platform == .android)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices") == 1)
+        }
+    }
+
+    @Test func sameRequestTwiceGivesTheSameAnswer() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let a = try await registry.register(registration("tok-twice"), userID: 1, appID: app, logger: testLogger)
+            let b = try await registry.register(registration("tok-twice"), userID: 1, appID: app, logger: testLogger)
+            #expect(a.device.id == b.device.id && a.device.token == b.device.token && a.device.isActive == b.device.isActive)
+            #expect(a.device.createdAt == b.device.createdAt)
+        }
+    }
+
+    @Test func anotherUsersActiveTokenIsDeactivatedAsAccountSwitch() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            _ = try await registry.register(registration("shared-tok"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("shared-tok"), userID: 2, appID: app, logger: testLogger)
+            let state = try await rows(client, token: "shared-tok")
+            #expect(state.count == 2)
+            #expect(state[0].0 == 1 && state[0].1 == false && state[0].2 == "account_switch")
+            #expect(state[1].0 == 2 && state[1].1 == true && state[1].2 == nil)
+            // The old account's devices no longer include an active one.
+            let old = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            #expect(old.allSatisfy { !$0.isActive })
+        }
+    }
+
+    @Test func sameTokenInAnotherAppIsIndependent() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let wowa = try await addApp(client, code: "wowa")
+            let other = try await addApp(client, code: "other")
+            let registry = DeviceRegistry(client: client)
+            _ = try await registry.register(registration("tok-x"), userID: 1, appID: wowa, logger: testLogger)
+            _ = try await registry.register(registration("tok-x"), userID: 2, appID: other, logger: testLogger)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices WHERE is_active") == 2)
+        }
+    }
+
+    @Test func newTokenOnTheSameDeviceReplacesTheOldOne() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            _ = try await registry.register(registration("old-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("other-phone-tok", deviceID: "tablet"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("new-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
+            #expect(try await rows(client, token: "old-tok").map { "\($0.1) \($0.2 ?? "-")" } == ["false replaced"])
+            #expect(try await rows(client, token: "new-tok").map(\.1) == [true])
+            // Multi-device: the tablet is untouched.
+            #expect(try await rows(client, token: "other-phone-tok").map(\.1) == [true])
+        }
+    }
+
+    @Test func anotherAccountOnTheSameDeviceSwitchesAccounts() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            _ = try await registry.register(registration("alice-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("bob-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
+            #expect(try await rows(client, token: "alice-tok").map { "\($0.1) \($0.2 ?? "-")" } == ["false account_switch"])
+            #expect(try await rows(client, token: "bob-tok").map(\.1) == [true])
+        }
+    }
+
+    @Test func deactivateIsOwnerOnlySoftAndIdempotent() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let device = try await registry.register(registration("tok-logout"), userID: 1, appID: app, logger: testLogger).device
+
+            #expect(try await registry.deactivate(deviceID: device.id, userID: 2, appID: app, logger: testLogger) == false)
+            #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app + 1, logger: testLogger) == false)
+            #expect(try await registry.deactivate(deviceID: 999_999, userID: 1, appID: app, logger: testLogger) == false)
+            #expect(try await rows(client, token: "tok-logout").map(\.1) == [true])
+
+            #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app, logger: testLogger))
+            let afterFirst = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app, logger: testLogger))
+            let afterSecond = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            #expect(afterFirst.count == 1 && afterFirst[0].isActive == false && afterFirst[0].deactivationReason == "logout")
+            #expect(afterFirst[0].deactivatedAt != nil)
+            // The second call changed nothing, not even the timestamp.
+            #expect(afterSecond == afterFirst)
+        }
+    }
+
+    @Test func registeringAgainAfterLogoutReactivatesTheRow() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let first = try await registry.register(registration("tok-back"), userID: 1, appID: app, logger: testLogger).device
+            _ = try await registry.deactivate(deviceID: first.id, userID: 1, appID: app, logger: testLogger)
+            let again = try await registry.register(registration("tok-back"), userID: 1, appID: app, logger: testLogger)
+            #expect(!again.created && again.device.id == first.id && again.device.isActive)
+            let listed = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            #expect(listed.first?.deactivatedAt == nil && listed.first?.deactivationReason == nil)
+        }
+    }
+
+    @Test func theDatabaseItselfRefusesTwoActiveOwners() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (1, \(app), 'dup', 'ios')")
+            await #expect(throws: PSQLError.self) {
+                try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (2, \(app), 'dup', 'ios')")
+            }
+            await #expect(throws: PSQLError.self) {
+                try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (3, \(app), 'has space', 'ios')")
+            }
+            await #expect(throws: PSQLError.self) {
+                try await client.query("UPDATE push_devices SET is_active = false")  // no deactivated_at / reason
+            }
+        }
+    }
+
+    @Test func unknownAppIsRefusedByTheForeignKey() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            await #expect(throws: PSQLError.self) {
+                _ = try await DeviceRegistry(client: client).register(registration("tok"), userID: 1, appID: 4242, logger: testLogger)
+            }
+            let rows = try await count(client, "SELECT count(*)::int FROM push_devices")
+            #expect(rows == 0)
+        }
+    }
+}
+
+@Suite("Concurrent registrations")
+struct ConcurrencyTests {
+    /// Many accounts racing for one token (two accounts at once on one phone): never two active
+    /// owners, never an error.
+    @Test func racingAccountsLeaveExactlyOneActiveOwner() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            for round in 0..<5 {
+                let token = "race-\(round)"
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for user in 1...40 {
+                        group.addTask {
+                            _ = try await registry.register(registration(token, deviceID: "phone-\(user % 3)"), userID: Int64(user), appID: app, logger: testLogger)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(try await count(client, "SELECT count(*)::int FROM push_devices WHERE token = \(token) AND is_active") == 1)
+                #expect(try await count(client, "SELECT count(*)::int FROM push_devices WHERE token = \(token)") == 40)
+            }
+        }
+    }
+
+    /// Rapid login/logout of one token: every call succeeds and the final state is consistent
+    /// with the last call that ran.
+    @Test func rapidLoginLogoutNeverFailsNorDuplicates() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let id = try await registry.register(registration("flip"), userID: 1, appID: app, logger: testLogger).device.id
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<100 {
+                    group.addTask {
+                        if i.isMultiple(of: 2) {
+                            let again = try await registry.register(registration("flip"), userID: 1, appID: app, logger: testLogger)
+                            #expect(again.device.id == id)
+                        } else {
+                            #expect(try await registry.deactivate(deviceID: id, userID: 1, appID: app, logger: testLogger))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices") == 1)
+        }
+    }
+
+    /// Crossed token/device pairs are the registrations whose locks can deadlock in PostgreSQL;
+    /// the registry retries them, so callers only ever see success.
+    @Test func crossedTokensAndDevicesNeverSurfaceAnError() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<200 {
+                    group.addTask {
+                        let user = Int64(i % 4)
+                        _ = try await registry.register(
+                            registration("tok-\(i % 5)", deviceID: "dev-\((i / 5) % 3)"), userID: user, appID: app, logger: testLogger)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await count(client, """
+                SELECT count(*)::int FROM (SELECT token FROM push_devices WHERE is_active GROUP BY app_id, token HAVING count(*) > 1) t
+                """) == 0)
+        }
+    }
+}
