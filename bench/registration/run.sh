@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Registration benchmark for POST /push/devices, in one command from anywhere:
+#
+#   bench/registration/run.sh
+#
+# Measures push-api with wrk, then the same SQL function with pgbench (the
+# database's own limit), and compares them against the targets. See README.md.
+#
+# Knobs (environment):
+#   DURATION=30         seconds per measured run (wrk and pgbench)
+#   WARMUP=5            seconds of wrk warm-up before the measured run
+#   CONNECTIONS=64      wrk connections          THREADS=2     wrk threads
+#   PGBENCH_CLIENTS=16  pgbench clients          PGBENCH_THREADS=2
+#   PGBENCH_ARGS=       extra pgbench options, e.g. "-M extended"
+#   USERS=20000         distinct users (JWTs) driven by wrk
+#   SKIP_BUILD=1        use the existing .build/release binaries
+#   DATABASE_URL=...    use this database instead of a local one in bench/out/pg
+#   PG_PORT=55432       port of the local PostgreSQL   API_PORT=18080
+#
+# Outputs in bench/out/: registration-wrk.txt, registration-warmup.txt,
+# registration-pgbench.txt, push-api.log, registration-summary.txt.
+# Exit status: 0 when every target passes, 1 otherwise (or on any error).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."   # repo root: paths below are relative to it
+BENCH=bench/registration
+OUT=bench/out
+mkdir -p "$OUT"
+
+DURATION=${DURATION:-30}
+WARMUP=${WARMUP:-5}
+CONNECTIONS=${CONNECTIONS:-64}
+THREADS=${THREADS:-2}
+PGBENCH_CLIENTS=${PGBENCH_CLIENTS:-16}
+PGBENCH_THREADS=${PGBENCH_THREADS:-2}
+PGBENCH_ARGS=${PGBENCH_ARGS:-}
+USERS=${USERS:-20000}
+PG_PORT=${PG_PORT:-55432}
+API_PORT=${API_PORT:-18080}
+BIN=${BIN_DIR:-.build/release}   # BIN_DIR: only to test this script with stand-ins
+
+# Targets.
+TARGET_RPS=3000
+TARGET_P99_MS=25
+TARGET_RATIO=0.50
+
+# Fixed 40-byte secret: benchmark-only, shared by push-api and gen_tokens.py.
+export JWT_SECRET="bench-registration-secret-0123456789abcd"
+
+log() { echo "==> $*" >&2; }
+die() { echo "run.sh: error: $*" >&2; exit 1; }
+
+# ------------------------------------------------------------------ cleanup
+API_PID=
+STARTED_PG=0
+cleanup() {
+    local rc=$?
+    if [[ -n $API_PID ]] && kill -0 "$API_PID" 2>/dev/null; then
+        log "stopping push-api (pid $API_PID)"
+        kill -TERM "$API_PID" 2>/dev/null || true
+        # Give graceful shutdown 10 s, then force it.
+        for _ in $(seq 1 100); do kill -0 "$API_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$API_PID" 2>/dev/null || true
+    fi
+    if [[ $STARTED_PG == 1 ]]; then
+        log "stopping local PostgreSQL"
+        scripts/pg-local.sh stop "$OUT/pg" || true
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM   # route signals through the EXIT trap
+
+# ------------------------------------------------------------------ tools
+need_apt() {  # install a Debian package when a command is missing
+    local cmd=$1 pkg=$2
+    command -v "$cmd" >/dev/null && return 0
+    [[ $(id -u) -eq 0 ]] || die "$cmd not found; install package $pkg"
+    log "installing $pkg"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "$pkg" >&2 \
+        || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$pkg" >&2; }
+}
+need_apt wrk wrk
+need_apt psql postgresql-client
+need_apt pgbench postgresql-client
+need_apt curl curl
+command -v python3 >/dev/null || die "python3 not found"
+
+# ------------------------------------------------------------------ build
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+    log "building release binaries"
+    swift build -c release --product push-api
+    swift build -c release --product pushctl
+fi
+[[ -x $BIN/push-api && -x $BIN/pushctl ]] || die "missing $BIN/push-api or $BIN/pushctl (build first or unset SKIP_BUILD)"
+
+# ------------------------------------------------------------------ database
+if [[ -z ${DATABASE_URL:-} ]]; then
+    # Only stop PostgreSQL at the end if this run started it.
+    scripts/pg-local.sh status "$OUT/pg" >/dev/null 2>&1 || STARTED_PG=1
+    DATABASE_URL=$(scripts/pg-local.sh start "$OUT/pg" "$PG_PORT" | tail -n1)
+fi
+export DATABASE_URL
+log "database: $DATABASE_URL"
+
+sql() { psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
+
+log "migrating"
+"$BIN/pushctl" migrate
+
+# A second run finds the app already there; the SELECT below catches real failures.
+if ! app_out=$("$BIN/pushctl" app add --code bench --name Bench 2>&1); then
+    grep -qi "exist" <<<"$app_out" || echo "$app_out" >&2
+fi
+APP_ID=$(sql "SELECT id FROM apps WHERE code = 'bench'")
+[[ $APP_ID =~ ^[0-9]+$ ]] || die "no app with code 'bench' (pushctl app add output: ${app_out:-ok})"
+log "app id: $APP_ID"
+
+JWT_FILE=$OUT/registration-jwts.txt
+python3 "$BENCH/gen_tokens.py" --app-id "$APP_ID" --count "$USERS" --out "$JWT_FILE"
+
+# ------------------------------------------------------------------ push-api
+API_URL=http://127.0.0.1:$API_PORT
+# Refuse to benchmark whatever else might already listen on the port.
+if curl -s -o /dev/null --max-time 1 "$API_URL/healthz"; then
+    die "something already listens on $API_URL; stop it or set API_PORT"
+fi
+log "starting push-api on $API_URL (log: $OUT/push-api.log)"
+DATABASE_URL=$DATABASE_URL JWT_SECRET=$JWT_SECRET API_PORT=$API_PORT LOG_LEVEL=warning \
+    "$BIN/push-api" >"$OUT/push-api.log" 2>&1 &
+API_PID=$!
+for i in $(seq 1 300); do   # up to 30 s
+    curl -fs -o /dev/null --max-time 1 "$API_URL/healthz" && break
+    kill -0 "$API_PID" 2>/dev/null || { tail -n 30 "$OUT/push-api.log" >&2; die "push-api exited during startup"; }
+    [[ $i == 300 ]] && { tail -n 30 "$OUT/push-api.log" >&2; die "push-api not healthy after 30 s"; }
+    sleep 0.1
+done
+
+# ------------------------------------------------------------------ wrk
+run_wrk() {  # run_wrk SECONDS RUN_ID: args after "--" go to register.lua
+    BENCH_RUN_ID=$2 wrk "-t$THREADS" "-c$CONNECTIONS" "-d$1s" --latency \
+        -s "$BENCH/register.lua" "$API_URL" -- "$JWT_FILE" "$THREADS"
+}
+
+sql "TRUNCATE push_devices RESTART IDENTITY CASCADE"
+log "warm-up ${WARMUP}s"
+# Distinct run ids keep warm-up tokens apart from the measured run's tokens.
+run_wrk "$WARMUP" "warm$RANDOM" >"$OUT/registration-warmup.txt"
+grep -q "^ERROR" "$OUT/registration-warmup.txt" && { cat "$OUT/registration-warmup.txt" >&2; die "errors during warm-up"; }
+
+log "wrk ${DURATION}s, $THREADS threads, $CONNECTIONS connections"
+run_wrk "$DURATION" "main$RANDOM" | tee "$OUT/registration-wrk.txt"
+kill -0 "$API_PID" 2>/dev/null || die "push-api died during the benchmark (see $OUT/push-api.log)"
+
+# ------------------------------------------------------------------ pgbench
+sql "TRUNCATE push_devices RESTART IDENTITY CASCADE"
+log "pgbench ${DURATION}s, $PGBENCH_CLIENTS clients (push-api idle)"
+pgbench_rc=0
+# shellcheck disable=SC2086  # PGBENCH_ARGS is deliberately word-split
+pgbench -n -c "$PGBENCH_CLIENTS" -j "$PGBENCH_THREADS" -T "$DURATION" $PGBENCH_ARGS \
+    -f "$BENCH/pgbench_register.sql" -D "app_id=$APP_ID" "$DATABASE_URL" \
+    2>&1 | tee "$OUT/registration-pgbench.txt" || pgbench_rc=$?
+
+# ------------------------------------------------------------------ summary
+# One "RESULT key=value ..." line comes from register.lua's done().
+result=$(grep '^RESULT ' "$OUT/registration-wrk.txt" || true)
+[[ -n $result ]] || die "no RESULT line in $OUT/registration-wrk.txt"
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$result"; }
+RPS=$(field rps); P50=$(field p50_ms); P99=$(field p99_ms); WRK_SECS=$(field duration_s)
+NON2XX=$(field non2xx); SOCK=$(field socket_errors); REQS=$(field requests); REREG=$(field rereg)
+TPS=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time).*/\1/p' "$OUT/registration-pgbench.txt")
+PGFAIL=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$OUT/registration-pgbench.txt")
+TPS=$(awk -v t="${TPS:-0}" 'BEGIN { printf "%.1f", t }'); PGFAIL=${PGFAIL:-unknown}
+
+# awk does the float arithmetic; prints PASS/FAIL.
+check() { awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }" && echo PASS || echo FAIL; }
+RATIO=$(awk -v a="$RPS" -v b="$TPS" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+REREG_PCT=$(awk -v a="$REREG" -v b="$REQS" 'BEGIN { printf "%.1f", (b > 0 ? 100 * a / b : 0) }')
+R_RPS=$(check "$RPS" ">=" "$TARGET_RPS")
+R_P99=$(check "$P99" "<" "$TARGET_P99_MS")
+R_RATIO=$(check "$RATIO" ">=" "$TARGET_RATIO")
+# wrk stops early on Ctrl-C and still reports: a short run is not a result.
+R_DUR=$(check "$WRK_SECS" ">=" "$(awk -v d="$DURATION" 'BEGIN { print d * 0.95 }')")
+R_ERR=$([[ $NON2XX == 0 && $SOCK == 0 ]] && echo PASS || echo FAIL)
+R_PG=$([[ $pgbench_rc == 0 && $PGFAIL == 0 ]] && echo PASS || echo FAIL)
+OVERALL=PASS
+for r in "$R_RPS" "$R_P99" "$R_RATIO" "$R_ERR" "$R_PG" "$R_DUR"; do [[ $r == PASS ]] || OVERALL=FAIL; done
+
+{
+    echo "Registration benchmark: POST /push/devices  ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)'), $(nproc) cores, ${DURATION}s runs, wrk -t$THREADS -c$CONNECTIONS, pgbench -c$PGBENCH_CLIENTS -j$PGBENCH_THREADS${PGBENCH_ARGS:+ $PGBENCH_ARGS}, $USERS users"
+    echo
+    printf '%-28s %12s %10s  %s\n' "metric" "value" "target" "result"
+    printf '%-28s %12s %10s  %s\n' "wrk requests/s" "$RPS" ">= $TARGET_RPS" "$R_RPS"
+    printf '%-28s %12s %10s  %s\n' "wrk latency p50 (ms)" "$P50" "" ""
+    printf '%-28s %12s %10s  %s\n' "wrk latency p99 (ms)" "$P99" "< $TARGET_P99_MS" "$R_P99"
+    printf '%-28s %12s %10s  %s\n' "wrk non-2xx / socket errors" "$NON2XX / $SOCK" "0 / 0" "$R_ERR"
+    printf '%-28s %12s %10s  %s\n' "wrk measured seconds" "$WRK_SECS" "$DURATION" "$R_DUR"
+    printf '%-28s %12s %10s  %s\n' "wrk re-registrations (%)" "$REREG_PCT" "~10" ""
+    printf '%-28s %12s %10s  %s\n' "pgbench tps (baseline)" "$TPS" "" ""
+    printf '%-28s %12s %10s  %s\n' "pgbench failed txns / rc" "$PGFAIL / $pgbench_rc" "0 / 0" "$R_PG"
+    printf '%-28s %12s %10s  %s\n' "ratio wrk / pgbench" "$RATIO" ">= $TARGET_RATIO" "$R_RATIO"
+    printf '%-28s %12s %10s  %s\n' "OVERALL" "" "" "$OVERALL"
+    [[ $R_ERR == PASS ]] || echo "NOTE: the run had HTTP errors; it is NOT a valid result (see $OUT/registration-wrk.txt, $OUT/push-api.log)."
+} | tee "$OUT/registration-summary.txt"
+
+[[ $OVERALL == PASS ]]
