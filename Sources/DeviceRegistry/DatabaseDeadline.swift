@@ -2,10 +2,14 @@
 /// retries a lost database (its circuit breaker trips only after a minute), so without a bound
 /// a client would hang instead of getting a prompt 503 to retry on. Cancelling a wait for a
 /// connection leaves the pool's queue cleanly.
-struct DatabaseDeadline: Sendable {
-    let limit: Duration
+public struct DatabaseDeadline: Sendable {
+    public let limit: Duration
 
-    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    public init(limit: Duration) {
+        self.limit = limit
+    }
+
+    public func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await body() }
             group.addTask {
@@ -14,9 +18,15 @@ struct DatabaseDeadline: Sendable {
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let value = first else {
-                throw PostgresUnavailable()
+                throw DatabaseUnavailable(waited: limit)
             }
             return value
         }
     }
+}
+
+/// No answer from the database within the deadline.
+public struct DatabaseUnavailable: Error, CustomStringConvertible {
+    public let waited: Duration
+    public var description: String { "no answer from the database within \(waited)" }
 }

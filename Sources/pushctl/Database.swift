@@ -21,10 +21,12 @@ func withDatabase<T: Sendable>(_ options: DatabaseOptions, _ body: (PostgresClie
         group.addTask { await client.run() }
         defer { group.cancelAll() }
         do {
-            try await client.query("SELECT 1", logger: logger)
+            // Without a bound the pool would keep retrying an unreachable server for a minute.
+            try await DatabaseDeadline(limit: .seconds(5)).run { _ = try await client.query("SELECT 1", logger: logger) }
         } catch {
             let target = configuration.host.map { "\($0):\(configuration.port ?? 5432)" } ?? configuration.unixSocketPath ?? "?"
-            throw CLIError("cannot reach the database at \(target): \(DatabaseErrorText.describe(error))")
+            let reason = error is DatabaseUnavailable ? "no connection within 5 seconds" : DatabaseErrorText.describe(error)
+            throw CLIError("cannot reach the database at \(target): \(reason)")
         }
         return try await body(client, logger)
     }

@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import Hummingbird
 import Logging

@@ -32,7 +32,7 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
     /// a connection-pool error (circuit breaker open); neither type is matched by name here
     /// because the pool error type is not public.
     static func isDatabaseUnavailable(_ error: any Error) -> Bool {
-        if error is PostgresUnavailable { return true }
+        if error is DatabaseUnavailable { return true }
         let type = String(reflecting: Swift.type(of: error))
         return type.contains("PSQLError") || type.contains("ConnectionPoolError")
     }
@@ -47,9 +47,4 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         default: APIError(status, code: status.code >= 500 ? "INTERNAL" : "REQUEST_FAILED", message ?? status.reasonPhrase)
         }
     }
-}
-
-/// Thrown when a database call gives up waiting (see `DatabaseDeadline`).
-struct PostgresUnavailable: Error, CustomStringConvertible {
-    var description: String { "no answer from the database within the deadline" }
 }

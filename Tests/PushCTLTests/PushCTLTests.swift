@@ -1,0 +1,101 @@
+import DeviceRegistry
+import Foundation
+import Testing
+import TestSupport
+
+/// pushctl as operators and cron run it: a subprocess against a real database.
+@Suite("pushctl")
+struct PushCTLTests {
+    let pushctl = BuiltProduct("pushctl")
+
+    @Test func migrateAppliesOnceAndIsIdempotent() async throws {
+        let database = try await TestPostgres.shared.makeEmptyDatabase()
+        let first = try await pushctl.run(["migrate"], environment: ["DATABASE_URL": database.url])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("applied: 001_apps, 002_push_devices"))
+        let second = try await pushctl.run(["migrate", "--database-url", database.url])
+        #expect(second.status == 0)
+        #expect(second.stdout.hasPrefix("up to date"))
+    }
+
+    @Test func concurrentMigrateFromSeveralHosts() async throws {
+        let database = try await TestPostgres.shared.makeEmptyDatabase()
+        let results = try await withThrowingTaskGroup(of: BuiltProduct.Result.self) { group in
+            for _ in 0..<4 { group.addTask { try await pushctl.run(["migrate"], environment: ["DATABASE_URL": database.url]) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.allSatisfy { $0.status == 0 })
+        #expect(results.filter { $0.stdout.hasPrefix("applied:") }.count == 1)
+    }
+
+    @Test func appAddSetCredentialsAndListNeverShowTheKey() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        let env = ["DATABASE_URL": database.url]
+        let account = try ServiceAccountFile.make(projectID: "wowa-prod")
+
+        let added = try await pushctl.run(["app", "add", "--code", "wowa", "--name", "Wowa", "--service-account", account.path], environment: env)
+        #expect(added.status == 0, "\(added.stderr)")
+        #expect(added.stdout.contains("app wowa added"))
+        #expect(added.stdout.contains(account.clientEmail))
+
+        let plain = try await pushctl.run(["app", "add", "--code", "beta", "--name", "Beta"], environment: env)
+        #expect(plain.status == 0 && plain.stdout.contains("no credentials yet"))
+
+        let rotated = try ServiceAccountFile.make(projectID: "beta-prod")
+        let set = try await pushctl.run(["app", "set-credentials", "--code", "beta", "--service-account", rotated.path], environment: env)
+        #expect(set.status == 0, "\(set.stderr)")
+
+        let list = try await pushctl.run(["app", "list"], environment: env)
+        #expect(list.status == 0)
+        #expect(list.stdout.contains("wowa-prod") && list.stdout.contains("beta-prod"))
+        for output in [added, plain, set, list] {
+            #expect(!output.stdout.contains("PRIVATE KEY") && !output.stderr.contains("PRIVATE KEY"))
+        }
+        // The key itself is stored as given, for the worker.
+        let stored = try await database.withClient { client in
+            var key = ""
+            for try await value in try await client.query("SELECT fcm_private_key FROM apps WHERE code = 'beta'").decode(String.self) { key = value }
+            return key
+        }
+        #expect(stored == rotated.privateKeyPEM)
+    }
+
+    @Test func badInputIsOneClearLineAndANonZeroExit() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        let env = ["DATABASE_URL": database.url]
+        _ = try await pushctl.run(["app", "add", "--code", "wowa", "--name", "Wowa"], environment: env)
+
+        let garbage = FileManager.default.temporaryDirectory.appendingPathComponent("garbage-\(UUID()).json").path
+        try Data("{\"type\":\"service_account\"}".utf8).write(to: URL(fileURLWithPath: garbage))
+
+        let cases: [([String], [String: String], String)] = [
+            (["app", "add", "--code", "wowa", "--name", "Again"], env, "an app with code 'wowa' already exists"),
+            (["app", "add", "--code", "Bad Code", "--name", "X"], env, "app code 'Bad Code' must be"),
+            (["app", "add", "--code", "x", "--name", "X", "--service-account", "/nonexistent.json"], env, "cannot read the service account file /nonexistent.json"),
+            (["app", "set-credentials", "--code", "wowa", "--service-account", garbage], env, "lacks 'project_id'"),
+            (["app", "set-credentials", "--code", "nope", "--service-account", try ServiceAccountFile.make().path], env, "no app with code 'nope'"),
+            (["app", "list"], [:], "DATABASE_URL is not set"),
+            (["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database at 127.0.0.1:1"),
+            (["app", "list"], ["DATABASE_URL": "mysql://nope"], "DATABASE_URL: expected postgres://"),
+        ]
+        for (arguments, environment, message) in cases {
+            let result = try await pushctl.run(arguments, environment: environment)
+            #expect(result.status != 0, "\(arguments) should fail")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+        }
+        let apps = try await database.withClient { client in
+            var n = 0
+            for try await value in try await client.query("SELECT count(*)::int FROM apps").decode(Int.self) { n = value }
+            return n
+        }
+        #expect(apps == 1)
+    }
+
+    @Test(arguments: [["--help"], ["migrate", "--help"], ["app", "--help"], ["app", "add", "--help"], ["app", "set-credentials", "--help"], ["app", "list", "--help"]])
+    func everyCommandHasHelp(_ arguments: [String]) async throws {
+        let result = try await pushctl.run(arguments)
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("USAGE:"))
+    }
+}
