@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "push-api", targets: ["push-api"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
+        .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "fcm-emulator", targets: ["fcm-emulator"]),
         .library(name: "DeviceRegistry", targets: ["DeviceRegistry"]),
     ],
@@ -55,6 +56,31 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             resources: [.copy("openapi.yaml")]
+        ),
+        // The dispatcher: queue claims, OAuth access tokens, the FCM HTTP v1 client, outcomes.
+        .target(
+            name: "PushDispatch",
+            dependencies: [
+                "DeviceRegistry",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "push-worker",
+            dependencies: [
+                "PushDispatch",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "push-api",
@@ -131,6 +157,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        .testTarget(
+            name: "PushDispatchTests",
+            dependencies: [
+                "PushDispatch", "DeviceRegistry", "TestSupport", "FCMEmulator",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         .testTarget(

@@ -1,0 +1,116 @@
+import Foundation
+import Hummingbird
+import NIOFoundationCompat
+
+/// `/emulator/...`: the controls of ``RunningEmulator`` over HTTP, for out-of-process users (the executable,
+/// shell demos). Unauthenticated: the emulator is a loopback test tool.
+///
+/// - `POST /emulator/service-accounts` `{"client_email", "project_id", "public_key" | "private_key", "private_key_id"?}`
+/// - `POST /emulator/script` `{"token" | "token_prefix", "outcome", "times"?, "retry_after"?, "delay_ms"?}`
+/// - `POST /emulator/token-failures` `{"count", "status"?}`
+/// - `POST /emulator/revoke-access-tokens`
+/// - `GET /emulator/stats[?devices=false]`
+/// - `GET /emulator/messages[?token=…]`
+/// - `POST /emulator/reset`
+struct AdminAPI: Sendable {
+    let core: EmulatorCore
+
+    private struct ScriptRequest: Decodable {
+        var token: String?
+        var token_prefix: String?
+        var outcome: String
+        var times: Int?
+        var retry_after: Int?
+        var delay_ms: Int?
+    }
+
+    private struct TokenFailuresRequest: Decodable {
+        var count: Int
+        var status: Int?
+    }
+
+    private struct RegisteredAccount: Encodable {
+        var client_email: String
+        var project_id: String
+    }
+
+    private struct AdminError: Encodable {
+        var error: String
+    }
+
+    private static let bodyLimit = 256 * 1024
+
+    func register(on router: Router<BasicRequestContext>) {
+        let group = router.group("emulator")
+        group.post("service-accounts") { request, _ in
+            let body = try await request.body.collect(upTo: Self.bodyLimit)
+            do throws(ServiceAccountError) {
+                let account = try ServiceAccount(serviceAccountJSON: Data(buffer: body))
+                core.registry.register(account)
+                return GoogleResponses.json(
+                    .created,
+                    encoding: RegisteredAccount(client_email: account.clientEmail, project_id: account.projectID)
+                )
+            } catch {
+                return Self.badRequest(error.description)
+            }
+        }
+        group.post("script") { request, _ in
+            let body = try await request.body.collect(upTo: Self.bodyLimit)
+            guard let script = try? JSONDecoder().decode(ScriptRequest.self, from: Data(buffer: body)) else {
+                return Self.badRequest("expected {\"token\" or \"token_prefix\", \"outcome\", \"times\"?, \"retry_after\"?, \"delay_ms\"?}")
+            }
+            guard
+                let outcome = Outcome(
+                    name: script.outcome,
+                    times: script.times,
+                    retryAfter: script.retry_after,
+                    delay: script.delay_ms.map { .milliseconds($0) }
+                )
+            else {
+                return Self.badRequest(
+                    "unknown outcome \"\(script.outcome)\"; use success, unregistered, invalid_token, sender_id_mismatch, third_party_auth_error, unavailable, internal, quota_exceeded or slow"
+                )
+            }
+            switch (script.token, script.token_prefix) {
+            case (let token?, nil): core.ledger.script(token: token, outcome: outcome)
+            case (nil, let prefix?): core.ledger.addPrefixRule(PrefixRule(prefix: prefix, outcome: outcome))
+            default: return Self.badRequest("give exactly one of token and token_prefix")
+            }
+            return Response(status: .noContent)
+        }
+        group.post("token-failures") { request, _ in
+            let body = try await request.body.collect(upTo: Self.bodyLimit)
+            guard let failures = try? JSONDecoder().decode(TokenFailuresRequest.self, from: Data(buffer: body)) else {
+                return Self.badRequest("expected {\"count\", \"status\"?}")
+            }
+            core.tokenFaults.failNext(count: failures.count, status: HTTPResponse.Status(code: failures.status ?? 503))
+            return Response(status: .noContent)
+        }
+        group.post("revoke-access-tokens") { _, _ in
+            core.registry.revokeAccessTokens()
+            return Response(status: .noContent)
+        }
+        group.get("stats") { request, _ in
+            let includingDevices = request.uri.queryParameters.get("devices") != "false"
+            return GoogleResponses.json(.ok, encoding: core.ledger.stats(includingDevices: includingDevices))
+        }
+        group.get("messages") { request, _ in
+            if let token = request.uri.queryParameters.get("token") {
+                guard let message = core.ledger.lastAcceptedMessage(for: token) else {
+                    return GoogleResponses.json(.notFound, encoding: AdminError(error: "no retained accepted message for that token"))
+                }
+                return GoogleResponses.json(.ok, encoding: message)
+            }
+            return GoogleResponses.json(.ok, encoding: core.ledger.recentAcceptedMessages())
+        }
+        group.post("reset") { _, _ in
+            core.reset()
+            return Response(status: .noContent)
+        }
+    }
+
+    private static func badRequest(_ reason: String) -> Response {
+        GoogleResponses.json(.badRequest, encoding: AdminError(error: reason))
+    }
+}

@@ -1,0 +1,108 @@
+import Crypto
+import Foundation
+import _CryptoExtras
+
+/// Why the token endpoint refuses a JWT-bearer assertion, with the OAuth error Google answers.
+enum AssertionRejection: Error, Equatable {
+    case malformed(String)
+    case unknownAccount
+    case invalidSignature
+    case badTimeframe
+    case wrongAudience(expected: String)
+    case missingScope
+
+    var oauthError: String {
+        switch self {
+        case .missingScope: "invalid_scope"
+        default: "invalid_grant"
+        }
+    }
+
+    var oauthErrorDescription: String {
+        switch self {
+        case .malformed(let reason): "Invalid JWT: \(reason)"
+        case .unknownAccount: "Invalid grant: account not found"
+        case .invalidSignature: "Invalid JWT Signature."
+        case .badTimeframe:
+            "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
+        case .wrongAudience(let expected): "Invalid JWT: Failed audience check. The expected audience is \(expected)."
+        case .missingScope: "Invalid OAuth scope or ID token audience provided."
+        }
+    }
+}
+
+/// Checks a service-account assertion (RFC 7523) the way Google's token endpoint does.
+struct AssertionVerifier {
+    static let messagingScope = "https://www.googleapis.com/auth/firebase.messaging"
+    static let maximumLifetimeSeconds: Int64 = 3600
+    /// How far in the future `iat` may be before it counts as an unreasonable timeframe.
+    static let allowedClockSkewSeconds: Int64 = 300
+
+    var expectedAudience: String
+    var now: Date
+    var lookUpAccount: (String) -> AccountRegistry.Account?
+
+    private struct Header: Decodable {
+        var alg: String?
+        var kid: String?
+    }
+
+    private struct Claims: Decodable {
+        var iss: String?
+        var scope: String?
+        var aud: String?
+        // Doubles so that a fraction is seen and refused rather than silently rounded by the decoder.
+        var iat: Double?
+        var exp: Double?
+    }
+
+    /// Returns the client email the assertion proves.
+    func verify(_ assertion: String) throws(AssertionRejection) -> String {
+        let segments = assertion.split(separator: ".", omittingEmptySubsequences: false)
+        guard segments.count == 3 else { throw .malformed("an assertion has 3 dot-separated segments") }
+        guard
+            let headerBytes = Base64URL.decode(segments[0]),
+            let claimsBytes = Base64URL.decode(segments[1]),
+            let signatureBytes = Base64URL.decode(segments[2])
+        else { throw .malformed("segments must be unpadded base64url") }
+        guard let header = try? JSONDecoder().decode(Header.self, from: headerBytes) else {
+            throw .malformed("the header is not a JSON object")
+        }
+        guard header.alg == "RS256" else { throw .invalidSignature }
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: claimsBytes) else {
+            throw .malformed("the claim set is not a JSON object with string iss, scope, aud and numeric iat, exp")
+        }
+        guard let issuer = claims.iss, let account = lookUpAccount(issuer) else { throw .unknownAccount }
+        if let kid = header.kid, let registeredKeyID = account.keyID, kid != registeredKeyID {
+            throw .invalidSignature
+        }
+        let signingInput = Data(assertion.utf8.prefix(segments[0].utf8.count + 1 + segments[1].utf8.count))
+        let signature = _RSA.Signing.RSASignature(rawRepresentation: signatureBytes)
+        guard account.publicKey.isValidSignature(signature, for: SHA256.hash(data: signingInput), padding: .insecurePKCS1v1_5)
+        else { throw .invalidSignature }
+        guard claims.aud == expectedAudience else { throw .wrongAudience(expected: expectedAudience) }
+        try checkTimeframe(issuedAt: claims.iat, expiresAt: claims.exp)
+        let scopes = claims.scope?.split(separator: " ") ?? []
+        guard scopes.contains(Substring(Self.messagingScope)) else { throw .missingScope }
+        return issuer
+    }
+
+    private func checkTimeframe(issuedAt: Double?, expiresAt: Double?) throws(AssertionRejection) {
+        guard
+            let issuedAt = Self.wholeSeconds(issuedAt),
+            let expiresAt = Self.wholeSeconds(expiresAt)
+        else { throw .badTimeframe }
+        let now = Int64(now.timeIntervalSince1970)
+        guard
+            expiresAt > issuedAt,
+            expiresAt - issuedAt <= Self.maximumLifetimeSeconds,
+            expiresAt > now,
+            issuedAt <= now + Self.allowedClockSkewSeconds
+        else { throw .badTimeframe }
+    }
+
+    private static func wholeSeconds(_ value: Double?) -> Int64? {
+        guard let value, value.rounded(.towardZero) == value, abs(value) < 1e15 else { return nil }
+        return Int64(value)
+    }
+}

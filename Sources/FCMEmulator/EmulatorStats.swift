@@ -1,0 +1,63 @@
+/// Counters since start (or the last reset).
+public struct EmulatorStats: Sendable, Equatable, Codable {
+    /// Access tokens minted.
+    public var tokenExchanges = 0
+    /// Token requests answered with an error (bad assertion, scripted failure…).
+    public var rejectedTokenExchanges = 0
+    /// Send requests answered 200 and counted as delivered.
+    public var accepted = 0
+    /// Send requests answered with any error, including 401/403.
+    public var rejected = 0
+    /// Send requests with `validate_only: true` answered 200 (never delivered).
+    public var validateOnly = 0
+    /// Per device token (`message.token` or `message.fid`); topic and condition sends only count in the totals.
+    public var devices: [String: DeviceStats] = [:]
+
+    public init() {}
+
+    private enum CodingKeys: String, CodingKey {
+        case tokenExchanges = "token_exchanges"
+        case rejectedTokenExchanges = "rejected_token_exchanges"
+        case accepted
+        case rejected
+        case validateOnly = "validate_only"
+        case devices
+    }
+}
+
+/// Send counters for one device token.
+public struct DeviceStats: Sendable, Equatable, Codable {
+    public var accepted = 0
+    public var rejected = 0
+    public var validateOnly = 0
+
+    public init(accepted: Int = 0, rejected: Int = 0, validateOnly: Int = 0) {
+        self.accepted = accepted
+        self.rejected = rejected
+        self.validateOnly = validateOnly
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case accepted
+        case rejected
+        case validateOnly = "validate_only"
+    }
+}
+
+/// A send the emulator accepted (kept for the most recent `Configuration.retainedMessageLimit` sends).
+public struct AcceptedMessage: Sendable, Equatable, Codable {
+    /// `message.token` or `message.fid`; nil for topic and condition sends.
+    public var deviceToken: String?
+    public var projectID: String
+    /// The `name` answered, `projects/<project>/messages/<id>`.
+    public var name: String
+    /// The request body exactly as received (`{"message": {...}}`).
+    public var requestBody: String
+
+    private enum CodingKeys: String, CodingKey {
+        case deviceToken = "token"
+        case projectID = "project_id"
+        case name
+        case requestBody = "request_body"
+    }
+}

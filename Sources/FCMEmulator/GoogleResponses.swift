@@ -1,0 +1,97 @@
+import Foundation
+import Hummingbird
+import NIOFoundationCompat
+
+/// The JSON bodies Google's front ends answer with: `google.rpc.Status` for FCM, the OAuth error object for
+/// the token endpoint.
+enum GoogleResponses {
+    static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+    static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+
+    struct FieldViolation: Encodable, Sendable {
+        var field: String
+        var description: String
+    }
+
+    /// One entry of `error.details`.
+    enum Detail: Encodable, Sendable {
+        case badRequest([FieldViolation])
+        case fcmError(errorCode: String)
+
+        private enum CodingKeys: String, CodingKey {
+            case type = "@type"
+            case fieldViolations
+            case errorCode
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            switch self {
+            case .badRequest(let violations):
+                try container.encode(GoogleResponses.badRequestType, forKey: .type)
+                try container.encode(violations, forKey: .fieldViolations)
+            case .fcmError(let errorCode):
+                try container.encode(GoogleResponses.fcmErrorType, forKey: .type)
+                try container.encode(errorCode, forKey: .errorCode)
+            }
+        }
+    }
+
+    private struct StatusEnvelope: Encodable {
+        struct Status: Encodable {
+            var code: Int
+            var message: String
+            var status: String
+            var details: [Detail]?
+        }
+        var error: Status
+    }
+
+    private struct OAuthError: Encodable {
+        var error: String
+        var error_description: String
+    }
+
+    /// A `google.rpc.Status` error response.
+    static func rpcStatus(
+        _ httpStatus: HTTPResponse.Status,
+        status: String,
+        message: String,
+        details: [Detail] = [],
+        retryAfterSeconds: Int? = nil
+    ) -> Response {
+        let envelope = StatusEnvelope(
+            error: .init(code: httpStatus.code, message: message, status: status, details: details.isEmpty ? nil : details)
+        )
+        var response = json(httpStatus, encoded(envelope))
+        if let retryAfterSeconds {
+            response.headers[.retryAfter] = String(retryAfterSeconds)
+        }
+        return response
+    }
+
+    /// An OAuth 2 token endpoint error (`{"error": …, "error_description": …}`).
+    static func oauthError(_ httpStatus: HTTPResponse.Status = .badRequest, error: String, description: String) -> Response {
+        json(httpStatus, encoded(OAuthError(error: error, error_description: description)))
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ body: ByteBuffer) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "application/json; charset=UTF-8"],
+            body: .init(byteBuffer: body)
+        )
+    }
+
+    static func json(_ status: HTTPResponse.Status, encoding value: some Encodable) -> Response {
+        json(status, encoded(value))
+    }
+
+    private static func encoded(_ value: some Encodable) -> ByteBuffer {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Only our own plain structs are encoded here; they cannot fail to encode.
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return ByteBuffer(data: data)
+    }
+}

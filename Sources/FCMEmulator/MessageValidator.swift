@@ -1,0 +1,171 @@
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+
+/// Where a send goes: exactly one of FCM's target fields.
+enum MessageTarget: Sendable, Equatable {
+    case token(String)
+    case fid(String)
+    case topic(String)
+    case condition(String)
+
+    /// The key the emulator scripts outcomes and counts sends by; topics and conditions have none.
+    var deviceToken: String? {
+        switch self {
+        case .token(let token), .fid(let token): token
+        case .topic, .condition: nil
+        }
+    }
+}
+
+/// A send request body that passed validation.
+struct SendRequest: Sendable, Equatable {
+    var target: MessageTarget
+    var validateOnly: Bool
+}
+
+/// Why a send body is refused (400 INVALID_ARGUMENT); `field` names the offending part as FCM's
+/// `google.rpc.BadRequest` does.
+struct PayloadViolation: Error, Equatable {
+    var message: String
+    var field: String
+    var description: String
+
+    init(_ message: String, field: String, description: String? = nil) {
+        self.message = message
+        self.field = field
+        self.description = description ?? message
+    }
+
+    static let invalidRegistrationToken = PayloadViolation(
+        "The registration token is not a valid FCM registration token",
+        field: "message.token"
+    )
+}
+
+/// Validates `{"message": {...}, "validate_only": bool}` the way FCM HTTP v1 does, for the rules fcm-protocol.md
+/// §2 lists: one target, no unknown fields, string-to-string data without reserved keys, 4096-byte messages.
+enum MessageValidator {
+    static let messageSizeLimit = 4096
+    static let targetFields = ["token", "topic", "condition", "fid"]
+    static let messageFields: Set<String> = [
+        "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "token", "topic", "condition", "fid",
+    ]
+    static let notificationFields: Set<String> = ["title", "body", "image"]
+    static let objectFields = ["android", "webpush", "apns", "fcm_options"]
+
+    static func validate(_ body: ByteBuffer) throws(PayloadViolation) -> SendRequest {
+        guard let root = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] else {
+            throw PayloadViolation("Invalid JSON payload received. Expected a JSON object.", field: "")
+        }
+        try rejectUnknownNames(in: root, allowed: ["message", "validate_only"], at: nil)
+        let validateOnly = try validateOnlyFlag(root["validate_only"])
+        guard let message = root["message"] as? [String: Any] else {
+            throw PayloadViolation("Invalid value at 'message': the message must be a JSON object.", field: "message")
+        }
+        try rejectUnknownNames(in: message, allowed: messageFields, at: "message")
+        let target = try target(of: message)
+        if let data = message["data"] { try validateData(data) }
+        if let notification = message["notification"] { try validateNotification(notification) }
+        for field in objectFields where message[field] != nil {
+            guard message[field] is [String: Any] else {
+                throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
+            }
+        }
+        // A body under the limit cannot hold a message over it, so the common case skips re-encoding.
+        if body.readableBytes > messageSizeLimit, encodedSize(of: message) > messageSizeLimit {
+            throw PayloadViolation(
+                "Message is too big",
+                field: "message",
+                description: "Message is too big. Limit is \(messageSizeLimit) bytes."
+            )
+        }
+        return SendRequest(target: target, validateOnly: validateOnly)
+    }
+
+    private static func rejectUnknownNames(in object: [String: Any], allowed: Set<String>, at path: String?) throws(PayloadViolation) {
+        guard let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) else { return }
+        let location = path.map { " at '\($0)'" } ?? ""
+        throw PayloadViolation(
+            "Invalid JSON payload received. Unknown name \"\(unknown)\"\(location): Cannot find field.",
+            field: path ?? ""
+        )
+    }
+
+    private static func validateOnlyFlag(_ value: Any?) throws(PayloadViolation) -> Bool {
+        guard let value else { return false }
+        guard let flag = value as? Bool else {
+            throw PayloadViolation("Invalid value at 'validate_only' (TYPE_BOOL), \(value)", field: "validate_only")
+        }
+        return flag
+    }
+
+    private static func target(of message: [String: Any]) throws(PayloadViolation) -> MessageTarget {
+        let present = targetFields.filter { message[$0] != nil }
+        guard let field = present.first else {
+            throw PayloadViolation("Recipient of the message is not set.", field: "message")
+        }
+        guard present.count == 1 else {
+            throw PayloadViolation(
+                "Invalid value at 'message' (oneof), oneof field 'target' is already set. Cannot set '\(present[1])'",
+                field: "message"
+            )
+        }
+        guard let value = message[field] as? String else {
+            throw PayloadViolation("Invalid value at 'message.\(field)' (TYPE_STRING)", field: "message.\(field)")
+        }
+        switch field {
+        case "token", "fid":
+            guard !value.isEmpty, !value.contains(where: \.isWhitespace) else { throw .invalidRegistrationToken }
+            return field == "token" ? .token(value) : .fid(value)
+        case "topic":
+            guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.topic'", field: "message.topic") }
+            return .topic(value)
+        default:
+            guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.condition'", field: "message.condition") }
+            return .condition(value)
+        }
+    }
+
+    private static func validateData(_ value: Any) throws(PayloadViolation) {
+        guard let data = value as? [String: Any] else {
+            throw PayloadViolation("Invalid value at 'message.data': expected a map of strings.", field: "message.data")
+        }
+        // JSONSerialization does not keep member order; sorted keys make the reported index deterministic.
+        for (index, key) in data.keys.sorted().enumerated() {
+            let field = "message.data[\(index)].value"
+            guard let entry = data[key], entry is String else {
+                throw PayloadViolation("Invalid value at '\(field)' (TYPE_STRING), \(data[key].map { "\($0)" } ?? "null")", field: field)
+            }
+            if isReserved(dataKey: key) {
+                throw PayloadViolation(
+                    "Invalid data payload key: \"\(key)\" is reserved.",
+                    field: "message.data[\(index)].key"
+                )
+            }
+        }
+    }
+
+    /// `from`, `message_type` and keys starting with `google` or `gcm` belong to FCM.
+    static func isReserved(dataKey: String) -> Bool {
+        let key = dataKey.lowercased()
+        return key == "from" || key == "message_type" || key.hasPrefix("google") || key.hasPrefix("gcm")
+    }
+
+    private static func validateNotification(_ value: Any) throws(PayloadViolation) {
+        guard let notification = value as? [String: Any] else {
+            throw PayloadViolation("Invalid value at 'message.notification': expected a JSON object.", field: "message.notification")
+        }
+        try rejectUnknownNames(in: notification, allowed: notificationFields, at: "message.notification")
+        for (key, field) in notification where !(field is String) {
+            throw PayloadViolation(
+                "Invalid value at 'message.notification.\(key)' (TYPE_STRING), \(field)",
+                field: "message.notification.\(key)"
+            )
+        }
+    }
+
+    private static func encodedSize(of message: [String: Any]) -> Int {
+        (try? JSONSerialization.data(withJSONObject: message, options: [.withoutEscapingSlashes]).count) ?? Int.max
+    }
+}

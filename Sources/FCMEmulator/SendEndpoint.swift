@@ -1,0 +1,147 @@
+import Foundation
+import Hummingbird
+import Logging
+import Synchronization
+
+/// `POST /v1/projects/{project}/messages:send`: FCM HTTP v1 `projects.messages.send` (fcm-protocol.md §2).
+struct SendEndpoint: Sendable {
+    static let path = "/v1/projects/:project/messages:send"
+    /// Bodies larger than this are not read at all; the 4096-byte message limit is checked after parsing.
+    static let maximumBodySize = 1 << 20
+
+    let registry: AccountRegistry
+    let ledger: DeliveryLedger
+    let messageIDs: MessageIDGenerator
+    let logger: Logger
+
+    func respond(to request: Request, projectID: String) async -> Response {
+        switch registry.authorize(authorizationHeader: request.headers[.authorization], projectID: projectID) {
+        case .allowed: break
+        case .unauthenticated:
+            ledger.recordRejected(deviceToken: nil)
+            return Self.unauthenticated
+        case .forbidden:
+            ledger.recordRejected(deviceToken: nil)
+            return Self.permissionDenied(projectID: projectID)
+        }
+        guard let body = try? await request.body.collect(upTo: Self.maximumBodySize) else {
+            ledger.recordRejected(deviceToken: nil)
+            return Self.invalidArgument(PayloadViolation("Message is too big", field: "message"))
+        }
+        let sendRequest: SendRequest
+        do throws(PayloadViolation) {
+            sendRequest = try MessageValidator.validate(body)
+        } catch {
+            ledger.recordRejected(deviceToken: nil)
+            return Self.invalidArgument(error)
+        }
+        let deviceToken = sendRequest.target.deviceToken
+        if let deviceToken {
+            switch ledger.admit(deviceToken: deviceToken, validateOnly: sendRequest.validateOnly) {
+            case .fail(let failure):
+                logger.debug("Scripted failure", metadata: ["token": "\(deviceToken.prefix(20))", "failure": "\(failure)"])
+                return Self.response(for: failure)
+            case .deliver(let delay):
+                if let delay { try? await Task.sleep(for: delay) }
+            }
+        }
+        if sendRequest.validateOnly {
+            ledger.recordValidateOnly(deviceToken: deviceToken)
+            return Self.messageName("projects/\(projectID)/messages/fake_message_id")
+        }
+        let name = "projects/\(projectID)/messages/\(messageIDs.next())"
+        ledger.recordAccepted(
+            AcceptedMessage(deviceToken: deviceToken, projectID: projectID, name: name, requestBody: String(buffer: body))
+        )
+        return Self.messageName(name)
+    }
+
+    private static func messageName(_ name: String) -> Response {
+        // Project IDs and message IDs hold no characters JSON needs escaped.
+        GoogleResponses.json(.ok, ByteBuffer(string: #"{"name":""# + name + #""}"#))
+    }
+
+    static let unauthenticated = GoogleResponses.rpcStatus(
+        .unauthorized,
+        status: "UNAUTHENTICATED",
+        message:
+            "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+    )
+
+    static func permissionDenied(projectID: String) -> Response {
+        GoogleResponses.rpcStatus(
+            .forbidden,
+            status: "PERMISSION_DENIED",
+            message:
+                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(projectID)' (or it may not exist)."
+        )
+    }
+
+    static func invalidArgument(_ violation: PayloadViolation) -> Response {
+        GoogleResponses.rpcStatus(
+            .badRequest,
+            status: "INVALID_ARGUMENT",
+            message: violation.message,
+            details: [
+                .badRequest([.init(field: violation.field, description: violation.description)]),
+                .fcmError(errorCode: "INVALID_ARGUMENT"),
+            ]
+        )
+    }
+
+    // The scripted answers never change, so they are built once.
+    private static let unregistered = GoogleResponses.rpcStatus(
+        .notFound, status: "NOT_FOUND", message: "Requested entity was not found.",
+        details: [.fcmError(errorCode: "UNREGISTERED")]
+    )
+    private static let invalidToken = invalidArgument(.invalidRegistrationToken)
+    private static let senderIDMismatch = GoogleResponses.rpcStatus(
+        .forbidden, status: "PERMISSION_DENIED", message: "SenderId mismatch",
+        details: [.fcmError(errorCode: "SENDER_ID_MISMATCH")]
+    )
+    private static let thirdPartyAuthError = GoogleResponses.rpcStatus(
+        .unauthorized, status: "UNAUTHENTICATED", message: "Auth error from APNS or Web Push Service",
+        details: [.fcmError(errorCode: "THIRD_PARTY_AUTH_ERROR")]
+    )
+    private static let internalError = GoogleResponses.rpcStatus(
+        .internalServerError, status: "INTERNAL", message: "Internal error encountered.",
+        details: [.fcmError(errorCode: "INTERNAL")]
+    )
+
+    static func response(for failure: ScriptedFailure) -> Response {
+        switch failure {
+        case .unregistered: unregistered
+        case .invalidToken: invalidToken
+        case .senderIDMismatch: senderIDMismatch
+        case .thirdPartyAuthError: thirdPartyAuthError
+        case .internalError: internalError
+        case .unavailable(let retryAfter):
+            GoogleResponses.rpcStatus(
+                .serviceUnavailable, status: "UNAVAILABLE", message: "The service is currently unavailable.",
+                details: [.fcmError(errorCode: "UNAVAILABLE")], retryAfterSeconds: retryAfter
+            )
+        case .quotaExceeded(let retryAfter):
+            GoogleResponses.rpcStatus(
+                .tooManyRequests, status: "RESOURCE_EXHAUSTED",
+                message: "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute'.",
+                details: [.fcmError(errorCode: "QUOTA_EXCEEDED")], retryAfterSeconds: retryAfter
+            )
+        }
+    }
+}
+
+/// Unique message IDs in FCM's `0:<timestamp>%<hex>` shape, without a lock.
+final class MessageIDGenerator: Sendable {
+    private let counter = Atomic<UInt64>(0)
+    private let epoch: String
+
+    init() {
+        // Microseconds at start keep IDs unique across emulator restarts, as a test suite may run several.
+        epoch = String(UInt64(Date().timeIntervalSince1970 * 1_000_000))
+    }
+
+    func next() -> String {
+        let sequence = counter.wrappingAdd(1, ordering: .relaxed).newValue
+        return "0:\(epoch)%\(String(sequence, radix: 16))"
+    }
+}

@@ -1,0 +1,158 @@
+import AsyncHTTPClient
+import DeviceRegistry
+import Foundation
+import Logging
+import NIOCore
+import NIOFoundationCompat
+
+/// Why no access token could be had.
+public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
+    /// The token endpoint refused these credentials (`invalid_grant` and friends): permanent
+    /// until the credentials change.
+    case refused(String)
+    case unreadablePrivateKey
+    /// 5xx, 408, 429 or a transport failure: worth retrying later.
+    case transient(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let reason): "token endpoint refused the credentials: \(reason)"
+        case .unreadablePrivateKey: "the service account's private key cannot be read"
+        case .transient(let reason): "token endpoint unavailable: \(reason)"
+        }
+    }
+
+    var isPermanent: Bool {
+        if case .transient = self { return false }
+        return true
+    }
+}
+
+/// One OAuth2 access token per service account, shared by every send of this process:
+/// reused until shortly before it expires, refreshed by one caller while the others wait for
+/// that refresh (never minted in parallel), dropped after a 401 from FCM. A refused credential
+/// is remembered for a while so the token endpoint is not hammered.
+public actor AccessTokenCache {
+    struct Key: Hashable {
+        let clientEmail: String
+        let keyFingerprint: Int
+        init(_ account: ServiceAccount) {
+            clientEmail = account.clientEmail
+            keyFingerprint = account.privateKeyPEM.hashValue
+        }
+    }
+
+    private enum Entry {
+        case valid(token: String, refreshAfter: ContinuousClock.Instant)
+        case refreshing([CheckedContinuation<String, any Error>])
+        case refused(AccessTokenError, until: ContinuousClock.Instant)
+    }
+
+    private var entries: [Key: Entry] = [:]
+    private let exchange: GoogleTokenExchange
+    /// Refresh this long before expiry (Google's libraries use 3¾–5 minutes).
+    private let refreshMargin: Duration
+    private let refusalMemory: Duration
+    private let onRefresh: @Sendable () -> Void
+
+    init(exchange: GoogleTokenExchange, refreshMargin: Duration = .seconds(240), refusalMemory: Duration = .seconds(60),
+         onRefresh: @escaping @Sendable () -> Void = {}) {
+        self.exchange = exchange
+        self.onRefresh = onRefresh
+        self.refreshMargin = refreshMargin
+        self.refusalMemory = refusalMemory
+    }
+
+    public func token(for account: ServiceAccount) async throws -> String {
+        let key = Key(account)
+        switch entries[key] {
+        case .valid(let token, let refreshAfter) where ContinuousClock.now < refreshAfter:
+            return token
+        case .refreshing(var waiters):
+            return try await withCheckedThrowingContinuation { continuation in
+                waiters.append(continuation)
+                entries[key] = .refreshing(waiters)
+            }
+        case .refused(let error, let until) where ContinuousClock.now < until:
+            throw error
+        default:
+            return try await refresh(key, account)
+        }
+    }
+
+    /// FCM answered 401 to `token`: the next caller mints a new one (unless someone already did).
+    public func invalidate(_ token: String, for account: ServiceAccount) {
+        let key = Key(account)
+        if case .valid(let cached, _) = entries[key], cached == token { entries[key] = nil }
+    }
+
+    private func refresh(_ key: Key, _ account: ServiceAccount) async throws -> String {
+        entries[key] = .refreshing([])
+        onRefresh()
+        let result: Result<GoogleTokenExchange.Grant, AccessTokenError>
+        do {
+            result = .success(try await exchange.grant(for: account))
+        } catch let error as AccessTokenError {
+            result = .failure(error)
+        } catch {
+            result = .failure(.transient("\(error)"))
+        }
+        guard case .refreshing(let waiters) = entries[key] else { preconditionFailure("refresh owns the entry") }
+        switch result {
+        case .success(let grant):
+            let lifetime = max(grant.expiresIn - refreshMargin, grant.expiresIn / 2)
+            entries[key] = .valid(token: grant.accessToken, refreshAfter: ContinuousClock.now + lifetime)
+            waiters.forEach { $0.resume(returning: grant.accessToken) }
+            return grant.accessToken
+        case .failure(let error):
+            entries[key] = error.isPermanent ? .refused(error, until: ContinuousClock.now + refusalMemory) : nil
+            waiters.forEach { $0.resume(throwing: error) }
+            throw error
+        }
+    }
+}
+
+/// `POST <token URL>` with the signed assertion (fcm-protocol.md §1).
+struct GoogleTokenExchange: Sendable {
+    let http: HTTPClient
+    let tokenURL: String
+    let timeout: Duration
+
+    struct Grant: Sendable {
+        let accessToken: String
+        let expiresIn: Duration
+    }
+
+    func grant(for account: ServiceAccount) async throws -> Grant {
+        let assertion = try ServiceAccountAssertion(account).signed(audience: tokenURL)
+        var request = HTTPClientRequest(url: tokenURL)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.body = .bytes(ByteBuffer(string: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"))
+        let status: UInt
+        let body: ByteBuffer
+        do {
+            let response = try await http.execute(request, timeout: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))
+            status = response.status.code
+            body = try await response.body.collect(upTo: 64 * 1024)
+        } catch {
+            throw AccessTokenError.transient("\(error)")
+        }
+        let json = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:]
+        switch status {
+        case 200:
+            guard let token = json["access_token"] as? String, !token.isEmpty else {
+                throw AccessTokenError.transient("no access_token in the answer")
+            }
+            // Trust the number that comes back; it may arrive as a string.
+            let seconds = (json["expires_in"] as? Int) ?? (json["expires_in"] as? String).flatMap(Int.init) ?? 3600
+            return Grant(accessToken: token, expiresIn: .seconds(seconds))
+        case 408, 429, 500...599:
+            throw AccessTokenError.transient("HTTP \(status)")
+        default:
+            let error = json["error"] as? String ?? "HTTP \(status)"
+            let description = json["error_description"] as? String
+            throw AccessTokenError.refused(description ?? error)
+        }
+    }
+}

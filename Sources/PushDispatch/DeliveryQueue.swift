@@ -1,0 +1,226 @@
+import DeviceRegistry
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The queue's SQL: expanding job audiences into deliveries, claiming deliveries under a lease,
+/// writing results back in batches, finishing and failing jobs.
+struct DeliveryQueue: Sendable {
+    let client: PostgresClient
+    let worker: String
+    let lease: Duration
+    let logger: Logger
+
+    var leaseSeconds: Double { Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18 }
+
+    /// Expands the next chunk of one due job's audience, if any job needs it. Returns the job id
+    /// and how many deliveries it added, nil when no job needed expanding. The job row is locked
+    /// (SKIP LOCKED), so one worker expands a job while the others send.
+    func expandNextAudience(chunk: Int) async throws -> (job: Int64, added: Int, complete: Bool)? {
+        try await client.withTransaction(logger: logger) { connection in
+            let jobs = try await connection.query(
+                """
+                SELECT id, app_id, user_ids, platforms, audience_cursor
+                  FROM push_jobs
+                 WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()
+                 ORDER BY send_at, id
+                 LIMIT 1
+                   FOR UPDATE SKIP LOCKED
+                """, logger: logger)
+            var found: (Int64, Int64, [Int64]?, [String]?, Int64)?
+            for try await row in jobs.decode((Int64, Int64, [Int64]?, [String]?, Int64).self) { found = row }
+            guard let (job, app, users, platforms, cursor) = found else { return nil }
+
+            let expanded = try await connection.query(
+                """
+                WITH chunk AS (
+                    SELECT d.id FROM push_devices d
+                     WHERE d.app_id = \(app) AND d.is_active AND d.id > \(cursor)
+                       AND (\(users)::bigint[] IS NULL OR d.user_id = ANY(\(users)::bigint[]))
+                       AND (\(platforms)::text[] IS NULL OR d.platform = ANY(\(platforms)::text[]))
+                     ORDER BY d.id
+                     LIMIT \(chunk)),
+                inserted AS (
+                    INSERT INTO push_deliveries (job_id, device_id)
+                    SELECT \(job), id FROM chunk
+                    ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
+                    RETURNING 1)
+                SELECT (SELECT count(*) FROM chunk)::int, (SELECT max(id) FROM chunk), (SELECT count(*) FROM inserted)::int
+                """, logger: logger)
+            var (scanned, last, added) = (0, Int64?.none, 0)
+            for try await row in expanded.decode((Int, Int64?, Int).self) { (scanned, last, added) = row }
+            let complete = scanned < chunk
+            try await connection.query(
+                """
+                UPDATE push_jobs
+                   SET status = 'running', started_at = COALESCE(started_at, now()),
+                       audience_cursor = \(last ?? cursor), audience_complete = \(complete)
+                 WHERE id = \(job)
+                """, logger: logger)
+            return (job, added, complete)
+        }
+    }
+
+    struct Claimed: Sendable {
+        let deliveryID: Int64
+        let jobID: Int64
+        let attempts: Int
+        let deviceID: Int64
+        let token: String
+        let tokenType: TokenType
+        let deviceActive: Bool
+    }
+
+    /// Claims up to `limit` due deliveries of running jobs, leasing them to this worker.
+    func claim(limit: Int, excludingApps paused: [Int64]) async throws -> [Claimed] {
+        let rows = try await client.query(
+            """
+            WITH candidates AS (
+                SELECT d.id FROM push_deliveries d
+                  JOIN push_jobs j ON j.id = d.job_id
+                 WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+                   AND j.status = 'running' AND NOT (j.app_id = ANY(\(paused)::bigint[]))
+                 ORDER BY d.next_attempt_at, d.id
+                 LIMIT \(limit)
+                   FOR UPDATE OF d SKIP LOCKED),
+            leased AS (
+                UPDATE push_deliveries d
+                   SET lease_owner = \(worker), next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+                  FROM candidates c
+                 WHERE d.id = c.id
+                RETURNING d.id, d.job_id, d.attempts, d.device_id)
+            SELECT l.id, l.job_id, l.attempts, v.id, v.token, v.token_type, v.is_active
+              FROM leased l JOIN push_devices v ON v.id = l.device_id
+            """, logger: logger)
+        var claimed: [Claimed] = []
+        for try await (id, job, attempts, device, token, type, active) in rows.decode((Int64, Int64, Int, Int64, String, String, Bool).self) {
+            claimed.append(Claimed(deliveryID: id, jobID: job, attempts: attempts, deviceID: device, token: token,
+                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: active))
+        }
+        return claimed
+    }
+
+    struct Job: Sendable {
+        let id: Int64
+        let appID: Int64
+        let appCode: String
+        let message: PreparedMessage
+        let account: ServiceAccount?
+    }
+
+    func jobs(_ ids: [Int64]) async throws -> [Job] {
+        let rows = try await client.query(
+            """
+            SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
+                   a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id
+              FROM push_jobs j JOIN apps a ON a.id = j.app_id
+             WHERE j.id = ANY(\(ids))
+            """, logger: logger)
+        var jobs: [Job] = []
+        for try await (id, app, code, message, validateOnly, project, email, key, keyID) in rows.decode(
+            (Int64, Int64, String, String, Bool, String?, String?, String?, String?).self
+        ) {
+            let account = project.flatMap { project in
+                email.flatMap { email in key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) } }
+            }
+            jobs.append(Job(id: id, appID: app, appCode: code, message: PreparedMessage(messageJSON: message, validateOnly: validateOnly),
+                            account: account))
+        }
+        return jobs
+    }
+
+    /// A final or retry state for one delivery.
+    struct Result: Sendable {
+        let deliveryID: Int64
+        let status: String  // pending (retry), sent, failed, skipped
+        let errorCode: String?
+        let errorMessage: String?
+        let messageID: String?
+        let attempted: Bool
+        let nextAttempt: Date
+    }
+
+    /// Writes results and device deactivations in two statements, whatever the batch size.
+    /// Results for leases this worker no longer holds are dropped (another worker took over).
+    /// A retry of a job that is no longer running becomes final.
+    func record(_ results: [Result], deactivate: [(deviceID: Int64, reason: String)]) async throws {
+        if !deactivate.isEmpty {
+            try await client.query(
+                """
+                UPDATE push_devices v
+                   SET is_active = false, deactivated_at = now(), deactivation_reason = r.reason, updated_at = now()
+                  FROM unnest(\(deactivate.map(\.deviceID))::bigint[], \(deactivate.map(\.reason))::text[]) AS r(id, reason)
+                 WHERE v.id = r.id AND v.is_active
+                """, logger: logger)
+        }
+        guard !results.isEmpty else { return }
+        try await client.query(
+            """
+            UPDATE push_deliveries d
+               SET status = CASE WHEN r.status = 'pending' AND j.status <> 'running' THEN 'failed' ELSE r.status END,
+                   error_code = CASE WHEN r.status = 'pending' AND j.status <> 'running' THEN 'JOB_' || upper(j.status)
+                                     ELSE NULLIF(r.code, '') END,
+                   error_message = NULLIF(r.message, ''),
+                   fcm_message_id = NULLIF(r.message_id, ''),
+                   attempts = d.attempts + r.attempted,
+                   next_attempt_at = r.next_attempt,
+                   lease_owner = NULL,
+                   updated_at = now()
+              FROM unnest(\(results.map(\.deliveryID))::bigint[], \(results.map(\.status))::text[],
+                          \(results.map { $0.errorCode ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
+                          \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
+                          \(results.map(\.nextAttempt))::timestamptz[])
+                   AS r(id, status, code, message, message_id, attempted, next_attempt),
+                   push_jobs j
+             WHERE d.id = r.id AND d.lease_owner = \(worker) AND j.id = d.job_id
+            """, logger: logger)
+    }
+
+    /// Keeps this worker's leases alive while their sends are in flight.
+    func heartbeat(_ deliveryIDs: [Int64]) async throws {
+        guard !deliveryIDs.isEmpty else { return }
+        try await client.query(
+            """
+            UPDATE push_deliveries SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+             WHERE id = ANY(\(deliveryIDs)) AND lease_owner = \(worker) AND status = 'pending'
+            """, logger: logger)
+    }
+
+    /// Marks jobs completed once their audience is expanded and nothing is pending.
+    func completeFinished(_ jobIDs: [Int64]) async throws {
+        guard !jobIDs.isEmpty else { return }
+        try await client.query(
+            """
+            UPDATE push_jobs j SET status = 'completed', finished_at = now()
+             WHERE j.id = ANY(\(jobIDs)) AND j.status = 'running' AND j.audience_complete
+               AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.status = 'pending')
+            """, logger: logger)
+    }
+
+    /// Fails a job with a reason for people; its deliveries not in flight fail with it.
+    func fail(job: Int64, error: String) async throws {
+        try await client.query(
+            """
+            UPDATE push_jobs SET status = 'failed', finished_at = now(), last_error = \(error)
+             WHERE id = \(job) AND status IN ('queued', 'running')
+            """, logger: logger)
+        try await client.query(
+            """
+            UPDATE push_deliveries
+               SET status = 'failed', error_code = 'JOB_FAILED', error_message = \(error), updated_at = now()
+             WHERE job_id = \(job) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
+            """, logger: logger)
+    }
+
+    /// Queue depth and the age of the oldest due job, for /metrics.
+    func depth() async throws -> (pending: Int, oldestDueSeconds: Double) {
+        let rows = try await client.query(
+            """
+            SELECT (SELECT count(*) FROM push_deliveries WHERE status = 'pending')::int,
+                   COALESCE((SELECT extract(epoch FROM now() - min(send_at)) FROM push_jobs
+                              WHERE status IN ('queued', 'running') AND send_at <= now()), 0)::float8
+            """, logger: logger)
+        for try await row in rows.decode((Int, Double).self) { return row }
+        return (0, 0)
+    }
+}

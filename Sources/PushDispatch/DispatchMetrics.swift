@@ -1,0 +1,42 @@
+import Prometheus
+import Synchronization
+
+/// The worker's Prometheus figures: sends by app and outcome, FCM latency, OAuth refreshes,
+/// queue depth and the age of the oldest due job.
+public final class DispatchMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    private let sends = Mutex<[String: Counter]>([:])
+    let fcmLatency: DurationHistogram
+    let oauthRefreshes: Counter
+    let queueDepth: Gauge
+    let oldestDueJobAge: Gauge
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        fcmLatency = registry.makeDurationHistogram(
+            name: "push_fcm_request_duration_seconds",
+            buckets: [.milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                      .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10)],
+            help: "FCM messages:send round trips")
+        oauthRefreshes = registry.makeCounter(name: "push_oauth_token_refreshes_total", help: "access tokens minted at the token endpoint")
+        queueDepth = registry.makeGauge(name: "push_queue_pending_deliveries", help: "deliveries waiting to be sent")
+        oldestDueJobAge = registry.makeGauge(name: "push_oldest_due_job_age_seconds", help: "age of the oldest due, unfinished job")
+    }
+
+    func countSend(app: String, outcome: String) {
+        let key = app + "\u{0}" + outcome
+        let counter = sends.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = registry.makeCounter(name: "push_sends_total", labels: [("app", app), ("outcome", outcome)])
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+    }
+
+    public func text() -> String {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return String(decoding: buffer, as: UTF8.self)
+    }
+}

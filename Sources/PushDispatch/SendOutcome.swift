@@ -1,0 +1,106 @@
+import Foundation
+
+/// What one FCM answer means for the delivery, the device and the job (fcm-protocol.md §2).
+public enum SendOutcome: Sendable, Equatable {
+    case sent(messageID: String)
+    /// Permanent, and the token is dead: deactivate the device with `reason`.
+    case deadToken(errorCode: String, message: String, reason: String)
+    /// SENDER_ID_MISMATCH: the token belongs to another Firebase project. Deactivated only once
+    /// the job has proven its credentials with a success; wholesale it means wrong credentials.
+    case senderMismatch(message: String)
+    /// THIRD_PARTY_AUTH_ERROR: the app's APNs/web-push credentials in Firebase are wrong.
+    case thirdPartyAuth(message: String)
+    /// Permanent for this delivery; the token is kept.
+    case failed(errorCode: String, message: String)
+    /// Our message itself is refused (400 not about the token): every device would refuse it.
+    case payloadRejected(errorCode: String, message: String)
+    /// The service account may not send for this project (403 PERMISSION_DENIED).
+    case permissionDenied(message: String)
+    /// Our access token expired or was revoked (401 without an FcmError).
+    case unauthenticated
+    /// Worth retrying; `retryAfter` from the server when it said; `quota` slows the whole app.
+    case transient(errorCode: String, message: String, retryAfter: Duration?, quota: Bool)
+
+    /// Classifies an FCM answer: the `details` entry of type FcmError decides, then the status.
+    static func classify(status: Int, body: Data, retryAfter: String?) -> SendOutcome {
+        if status == 200 {
+            let name = ((try? JSONSerialization.jsonObject(with: body)) as? [String: Any])?["name"] as? String ?? ""
+            return .sent(messageID: name.split(separator: "/").last.map(String.init) ?? name)
+        }
+        let error = GoogleRPCError(body)
+        let message = error.message ?? "HTTP \(status)"
+        let retry = retryAfter.flatMap(Self.parseRetryAfter)
+        switch error.fcmErrorCode {
+        case "UNREGISTERED":
+            return .deadToken(errorCode: "UNREGISTERED", message: message, reason: "unregistered")
+        case "INVALID_ARGUMENT":
+            return error.isAboutToken
+                ? .deadToken(errorCode: "INVALID_ARGUMENT", message: message, reason: "invalid_token")
+                : .payloadRejected(errorCode: "INVALID_ARGUMENT", message: message)
+        case "SENDER_ID_MISMATCH":
+            return .senderMismatch(message: message)
+        case "THIRD_PARTY_AUTH_ERROR":
+            return .thirdPartyAuth(message: message)
+        case "QUOTA_EXCEEDED":
+            return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
+        case "UNAVAILABLE", "INTERNAL":
+            return .transient(errorCode: error.fcmErrorCode!, message: message, retryAfter: retry, quota: false)
+        case let code?:
+            return .failed(errorCode: code, message: message)
+        case nil:
+            break
+        }
+        switch status {
+        case 400: return .payloadRejected(errorCode: error.status ?? "INVALID_ARGUMENT", message: message)
+        case 401: return .unauthenticated
+        case 403: return .permissionDenied(message: message)
+        case 404: return .deadToken(errorCode: "NOT_FOUND", message: message, reason: "unregistered")
+        case 429: return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
+        case 408, 500...599: return .transient(errorCode: error.status ?? "HTTP_\(status)", message: message, retryAfter: retry, quota: false)
+        default: return .failed(errorCode: error.status ?? "HTTP_\(status)", message: message)
+        }
+    }
+
+    /// `Retry-After` in seconds (FCM's form) or as an HTTP date.
+    static func parseRetryAfter(_ value: String) -> Duration? {
+        if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return .seconds(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .seconds(max(0, date.timeIntervalSinceNow))
+    }
+}
+
+/// A google.rpc.Status error body.
+struct GoogleRPCError {
+    var status: String?
+    var message: String?
+    var fcmErrorCode: String?
+    var fieldViolations: [String] = []
+
+    init(_ body: Data) {
+        guard let root = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any],
+              let error = root["error"] as? [String: Any] else { return }
+        status = error["status"] as? String
+        message = error["message"] as? String
+        for detail in error["details"] as? [[String: Any]] ?? [] {
+            switch detail["@type"] as? String {
+            case "type.googleapis.com/google.firebase.fcm.v1.FcmError":
+                fcmErrorCode = detail["errorCode"] as? String
+            case "type.googleapis.com/google.rpc.BadRequest":
+                for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
+                    if let field = violation["field"] as? String { fieldViolations.append(field) }
+                }
+            default:
+                continue
+            }
+        }
+    }
+
+    /// INVALID_ARGUMENT about the registration token rather than our payload.
+    var isAboutToken: Bool {
+        fieldViolations.contains { $0 == "message.token" || $0 == "message.fid" }
+            || (message?.localizedCaseInsensitiveContains("registration token") ?? false)
+    }
+}

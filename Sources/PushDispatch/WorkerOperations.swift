@@ -1,0 +1,26 @@
+import DeviceRegistry
+import Hummingbird
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+
+/// `/metrics`, `/healthz`, `/readyz` on METRICS_PORT.
+public func buildWorkerOperations(port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service {
+    let router = Router()
+    router.get("healthz") { _, _ in #"{"status":"ok"}"# }
+    router.get("readyz") { _, _ -> Response in
+        do {
+            try await DatabaseDeadline(limit: .seconds(2)).run { _ = try await client.query("SELECT 1", logger: logger) }
+            return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"status":"ready"}"#)))
+        } catch {
+            return Response(status: .serviceUnavailable, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(
+                string: #"{"code":"DATABASE_UNAVAILABLE","status":"SERVICE_UNAVAILABLE","message":"the database is unavailable"}"#)))
+        }
+    }
+    router.get("metrics") { _, _ in
+        Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                 body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
+    }
+    return Application(router: router, configuration: .init(address: .hostname("0.0.0.0", port: port), serverName: "push-worker"), logger: logger)
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PushDispatch
+
+@main
+struct PushWorkerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push-worker",
+        abstract: "Claims queued push jobs and delivers them through FCM HTTP v1.",
+        discussion: """
+            Configuration comes from the environment: DATABASE_URL (required), FCM_BASE_URL (default \
+            https://fcm.googleapis.com), GOOGLE_TOKEN_URL (default https://oauth2.googleapis.com/token), \
+            PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 256), \
+            WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
+            METRICS_PORT (serves /metrics, /healthz, /readyz when set), LOG_LEVEL (default info). \
+            SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, exit.
+            """)
+
+    @Option(help: "FCM requests in flight (WORKER_CONCURRENCY).") var concurrency: Int?
+    @Option(help: "Serve /metrics, /healthz, /readyz on this port (METRICS_PORT).") var metricsPort: Int?
+    @Option(help: "trace, debug, info, notice, warning, error or critical (LOG_LEVEL).") var logLevel: String?
+
+    func run() async throws {
+        var environment = ProcessInfo.processInfo.environment
+        if let concurrency { environment["WORKER_CONCURRENCY"] = String(concurrency) }
+        if let metricsPort { environment["METRICS_PORT"] = String(metricsPort) }
+        if let logLevel { environment["LOG_LEVEL"] = logLevel }
+        do {
+            let configuration = try DispatchConfiguration.fromEnvironment(environment)
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = configuration.logLevel
+                return handler
+            }
+            try await runWorker(configuration, logger: Logger(label: "push-worker"))
+        } catch let error as any CustomStringConvertible & Error {
+            FileHandle.standardError.write(Data("push-worker: \(error.description)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import FCMEmulator
+import Foundation
+import NIOHTTP1
+import Testing
+
+@Suite("FCM send endpoint")
+struct SendEndpointTests {
+    static let unauthenticatedMessage =
+        "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+
+    @Test("a send with a valid access token is accepted and named")
+    func acceptsSend() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let result = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "device-1"))
+            #expect(result.status == 200)
+            let name = try #require(result.json["name"] as? String)
+            #expect(name.hasPrefix("projects/\(Fixtures.projectID)/messages/"))
+            #expect(name != "projects/\(Fixtures.projectID)/messages/fake_message_id")
+        }
+    }
+
+    @Test("a missing, unknown, revoked or expired bearer token is 401 UNAUTHENTICATED")
+    func unauthenticated() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with(.init(tokenLifetime: .seconds(2))) { session in
+            let body = EmulatorSession.message(token: "device-1")
+            let missing = try await session.send(accessToken: nil, body: body)
+            let unknown = try await session.send(accessToken: "ya29.not-issued", body: body)
+
+            let revokedToken = try await session.accessToken(for: fixture)
+            #expect(try await session.send(accessToken: revokedToken, body: body).status == 200)
+            session.emulator.revokeAccessTokens()
+            let revoked = try await session.send(accessToken: revokedToken, body: body)
+
+            let expiringToken = try await session.accessToken(for: fixture)
+            try await Task.sleep(for: .milliseconds(2100))
+            let expired = try await session.send(accessToken: expiringToken, body: body)
+
+            for result in [missing, unknown, revoked, expired] {
+                #expect(result.status == 401)
+                #expect(result.rpcStatus == "UNAUTHENTICATED")
+                #expect(result.errorMessage == Self.unauthenticatedMessage)
+                #expect(result.fcmErrorCode == nil)
+            }
+        }
+    }
+
+    @Test("a valid token for an account without access to the project is 403 PERMISSION_DENIED")
+    func otherProject() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let result = try await session.send(project: "someone-elses", accessToken: accessToken, body: EmulatorSession.message(token: "d"))
+            #expect(result.status == 403)
+            #expect(result.rpcStatus == "PERMISSION_DENIED")
+            #expect(result.fcmErrorCode == nil)
+        }
+    }
+
+    struct ScriptedCase: Sendable, CustomTestStringConvertible {
+        var outcome: Outcome
+        var status: Int
+        var rpcStatus: String
+        var errorCode: String
+        var message: String?
+        var retryAfter: String? = nil
+        var testDescription: String { errorCode }
+    }
+
+    @Test(
+        "each scripted outcome answers FCM's status and FcmError",
+        arguments: [
+            ScriptedCase(outcome: .unregistered, status: 404, rpcStatus: "NOT_FOUND", errorCode: "UNREGISTERED", message: "Requested entity was not found."),
+            ScriptedCase(
+                outcome: .invalidToken, status: 400, rpcStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
+                message: "The registration token is not a valid FCM registration token"
+            ),
+            ScriptedCase(outcome: .senderIDMismatch, status: 403, rpcStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH"),
+            ScriptedCase(outcome: .thirdPartyAuthError, status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR"),
+            ScriptedCase(outcome: .unavailable(times: 1, retryAfter: 7), status: 503, rpcStatus: "UNAVAILABLE", errorCode: "UNAVAILABLE", retryAfter: "7"),
+            ScriptedCase(outcome: .internalError(times: 1), status: 500, rpcStatus: "INTERNAL", errorCode: "INTERNAL"),
+            ScriptedCase(
+                outcome: .quotaExceeded(times: 1, retryAfter: 60), status: 429, rpcStatus: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED",
+                retryAfter: "60"
+            ),
+        ]
+    )
+    func scriptedOutcome(_ scripted: ScriptedCase) async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            session.emulator.script(token: "scripted-device", scripted.outcome)
+            let result = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "scripted-device"))
+            #expect(result.status == scripted.status)
+            #expect(result.error["code"] as? Int == scripted.status)
+            #expect(result.rpcStatus == scripted.rpcStatus)
+            #expect(result.fcmErrorCode == scripted.errorCode)
+            if let message = scripted.message {
+                #expect(result.errorMessage == message)
+            }
+            #expect(result.headers.first(name: "Retry-After") == scripted.retryAfter)
+            if scripted.outcome == .invalidToken {
+                #expect(result.violatedFields == ["message.token"])
+            }
+            #expect(session.emulator.stats(for: "scripted-device") == DeviceStats(rejected: 1))
+        }
+    }
+
+    @Test("transient outcomes fail the first N attempts, then deliver")
+    func transientThenSuccess() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            session.emulator.script(token: "flaky", .unavailable(times: 2, retryAfter: nil))
+            let body = EmulatorSession.message(token: "flaky")
+            let statuses = try await [
+                session.send(accessToken: accessToken, body: body).status,
+                session.send(accessToken: accessToken, body: body).status,
+                session.send(accessToken: accessToken, body: body).status,
+            ]
+            #expect(statuses == [503, 503, 200])
+            #expect(session.emulator.stats(for: "flaky") == DeviceStats(accepted: 1, rejected: 2))
+        }
+    }
+
+    @Test("a slow outcome answers success after the delay")
+    func slow() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            session.emulator.script(token: "sluggish", .slow(.milliseconds(300)))
+            let started = ContinuousClock.now
+            let result = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "sluggish"))
+            #expect(result.status == 200)
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+        }
+    }
+
+    @Test("prefix rules script every token that starts with the prefix")
+    func prefixRules() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with(.init(prefixRules: PrefixRule.standard)) { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            session.emulator.script(tokenPrefix: "gone-", .unregistered)
+            let codes = try await [
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "unregistered-1")).fcmErrorCode,
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "invalid-1")).fcmErrorCode,
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "mismatch-1")).fcmErrorCode,
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "unavailable-1")).fcmErrorCode,
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "unavailable-1")).fcmErrorCode,
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "gone-1")).fcmErrorCode,
+                session.send(accessToken: accessToken, body: EmulatorSession.message(token: "ordinary")).fcmErrorCode,
+            ]
+            #expect(codes == ["UNREGISTERED", "INVALID_ARGUMENT", "SENDER_ID_MISMATCH", "UNAVAILABLE", nil, "UNREGISTERED", nil])
+        }
+    }
+
+    @Test(
+        "invalid messages are 400 INVALID_ARGUMENT with a field violation",
+        arguments: [
+            ("token and topic", #"{"message":{"token":"a","topic":"news"}}"#, "message"),
+            ("no target", #"{"message":{"data":{"k":"v"}}}"#, "message"),
+            ("unknown message field", #"{"message":{"token":"a","priority":"high"}}"#, "message"),
+            ("unknown top-level field", #"{"message":{"token":"a"},"dry_run":true}"#, ""),
+            ("non-string data value", #"{"message":{"token":"a","data":{"count":1}}}"#, "message.data[0].value"),
+            ("reserved data key from", #"{"message":{"token":"a","data":{"from":"me"}}}"#, "message.data[0].key"),
+            ("reserved data key google.*", #"{"message":{"token":"a","data":{"a":"1","google.x":"y"}}}"#, "message.data[1].key"),
+            ("reserved data key gcm*", #"{"message":{"token":"a","data":{"gcm.n":"y"}}}"#, "message.data[0].key"),
+            ("unknown notification field", #"{"message":{"token":"a","notification":{"titel":"x"}}}"#, "message.notification"),
+            ("non-object android", #"{"message":{"token":"a","android":"high"}}"#, "message.android"),
+            ("not JSON", "message=hello", ""),
+            ("empty token", #"{"message":{"token":""}}"#, "message.token"),
+        ]
+    )
+    func invalidMessage(case name: String, body: String, field: String) async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let result = try await session.send(accessToken: accessToken, body: body)
+            #expect(result.status == 400, "\(name)")
+            #expect(result.rpcStatus == "INVALID_ARGUMENT", "\(name)")
+            #expect(result.fcmErrorCode == "INVALID_ARGUMENT", "\(name)")
+            #expect(result.violatedFields == [field], "\(name)")
+            #expect(session.emulator.stats.accepted == 0)
+        }
+    }
+
+    @Test("a message over 4096 bytes is too big; one just under is accepted")
+    func messageSize() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let tooBig = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4100))"}"#)
+            let result = try await session.send(accessToken: accessToken, body: tooBig)
+            #expect(result.status == 400)
+            #expect(result.fcmErrorCode == "INVALID_ARGUMENT")
+            #expect(result.errorMessage?.hasPrefix("Message is too big") == true)
+            // {"token":"big","data":{"blob":"…"}} is 36 bytes plus the blob.
+            let fits = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4096 - 36))"}"#)
+            #expect(try await session.send(accessToken: accessToken, body: fits).status == 200)
+        }
+    }
+
+    @Test("validate_only answers a fake message id and delivers nothing")
+    func validateOnly() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let result = try await session.send(
+                accessToken: accessToken,
+                body: #"{"validate_only":true,"message":{"token":"dry","notification":{"title":"t","body":"b"}}}"#
+            )
+            #expect(result.status == 200)
+            #expect(result.json["name"] as? String == "projects/\(Fixtures.projectID)/messages/fake_message_id")
+            #expect(session.emulator.stats(for: "dry") == DeviceStats(validateOnly: 1))
+            #expect(session.emulator.stats.accepted == 0)
+            #expect(session.emulator.lastAcceptedMessage(for: "dry") == nil)
+        }
+    }
+
+    @Test("HTTP/2 is negotiated and 200 concurrent sends all succeed")
+    func concurrentHTTP2() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let results = try await withThrowingTaskGroup(of: HTTPResult.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "device-\(index)"))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.count == 200)
+            #expect(results.allSatisfy { $0.status == 200 })
+            #expect(results.allSatisfy { $0.version == .http2 })
+            #expect(Set(results.compactMap { $0.json["name"] as? String }).count == 200)
+            let stats = session.emulator.stats
+            #expect(stats.accepted == 200)
+            #expect((0..<200).allSatisfy { stats.devices["device-\($0)"] == DeviceStats(accepted: 1) })
+        }
+    }
+
+    @Test("stats count accepted sends per token and keep the last message")
+    func statsPerToken() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with(.init(retainedMessageLimit: 2)) { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            for data in [#"{"n":"1"}"#, #"{"n":"2"}"#] {
+                #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "twice", data: data)).status == 200)
+            }
+            #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "once")).status == 200)
+            session.emulator.script(token: "never", .unregistered)
+            #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "never")).status == 404)
+
+            #expect(session.emulator.stats(for: "twice") == DeviceStats(accepted: 2))
+            #expect(session.emulator.stats(for: "once") == DeviceStats(accepted: 1))
+            #expect(session.emulator.stats(for: "never") == DeviceStats(rejected: 1))
+            #expect(session.emulator.stats.accepted == 3)
+            let last = try #require(session.emulator.lastAcceptedMessage(for: "twice"))
+            #expect(last.requestBody.contains(#"{"n":"2"}"#))
+            // Only the two most recent bodies are retained.
+            #expect(session.emulator.recentAcceptedMessages.map(\.deviceToken) == ["twice", "once"])
+
+            session.emulator.reset()
+            #expect(session.emulator.stats == EmulatorStats())
+            #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "once")).status == 401)
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import AsyncHTTPClient
+import FCMEmulator
+import Foundation
+import NIOHTTP1
+import NIOSSL
+import Testing
+
+@Suite("Transport and admin API")
+struct TransportAndAdminTests {
+    @Test("without TLS the emulator serves plain HTTP/1.1")
+    func plainHTTP() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with(.init(tls: false)) { session in
+            #expect(session.emulator.baseURL.hasPrefix("http://127.0.0.1:"))
+            #expect(session.emulator.caFilePath == nil)
+            let accessToken = try await session.accessToken(for: fixture)
+            let result = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "plain"))
+            #expect(result.status == 200)
+            #expect(result.version == .http1_1)
+        }
+    }
+
+    @Test("an HTTP/1.1-only client is served over TLS too")
+    func http1OverTLS() async throws {
+        try await FCMEmulator.withRunning { emulator in
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(try #require(emulator.caFilePath)))
+            var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+            configuration.httpVersion = .http1Only
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            let response: HTTPClientResponse
+            do {
+                response = try await client.execute(HTTPClientRequest(url: emulator.baseURL + "/emulator/stats"), timeout: .seconds(30))
+            } catch {
+                try await client.shutdown()
+                throw error
+            }
+            try await client.shutdown()
+            #expect(response.status == .ok)
+            #expect(response.version == .http1_1)
+        }
+    }
+
+    @Test("a port already in use fails the start instead of hanging")
+    func portInUse() async throws {
+        try await FCMEmulator.withRunning(.init(tls: false)) { first in
+            await #expect(throws: (any Error).self) {
+                try await FCMEmulator.withRunning(.init(port: first.port, tls: false)) { _ in }
+            }
+        }
+    }
+
+    @Test("the CA file holds the PEM the emulator reports")
+    func caFile() async throws {
+        let path = try await EmulatorSession.with { session in
+            let path = try #require(session.emulator.caFilePath)
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == session.emulator.caCertificatePEM)
+            #expect(session.emulator.caCertificatePEM?.hasPrefix("-----BEGIN CERTIFICATE-----") == true)
+            return path
+        }
+        #expect(!FileManager.default.fileExists(atPath: path), "a temporary CA file is removed at shutdown")
+    }
+
+    @Test("the admin API registers accounts, scripts tokens and reports stats")
+    func adminAPI() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let json = ["Content-Type": "application/json"].map { ($0.key, $0.value) }
+            let publicPart = """
+                {"client_email":"\(fixture.clientEmail)","project_id":"\(fixture.projectID)","private_key_id":"\(fixture.privateKeyID)",
+                 "public_key":\(String(decoding: try JSONEncoder().encode(fixture.privateKey.publicKey.pemRepresentation), as: UTF8.self))}
+                """
+            #expect(try await session.request(.POST, "/emulator/service-accounts", body: publicPart, headers: json).status == 201)
+            let assertion = try Assertion.standard(for: fixture, audience: session.emulator.tokenURL).signed(with: fixture.privateKey)
+            let accessToken = try #require(try await session.exchange(assertion: assertion).json["access_token"] as? String)
+
+            let script = #"{"token":"admin-device","outcome":"quota_exceeded","times":1,"retry_after":30}"#
+            #expect(try await session.request(.POST, "/emulator/script", body: script, headers: json).status == 204)
+            let throttled = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "admin-device"))
+            #expect(throttled.status == 429)
+            #expect(throttled.headers.first(name: "Retry-After") == "30")
+            #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "admin-device")).status == 200)
+
+            let unknown = #"{"token":"x","outcome":"exploded"}"#
+            #expect(try await session.request(.POST, "/emulator/script", body: unknown, headers: json).status == 400)
+
+            let stats = try await session.request(.GET, "/emulator/stats")
+            #expect(stats.json["accepted"] as? Int == 1)
+            #expect(stats.json["rejected"] as? Int == 1)
+            #expect(stats.json["token_exchanges"] as? Int == 1)
+            let device = (stats.json["devices"] as? [String: Any])?["admin-device"] as? [String: Any]
+            #expect(device?["accepted"] as? Int == 1)
+
+            let message = try await session.request(.GET, "/emulator/messages?token=admin-device")
+            #expect(message.json["token"] as? String == "admin-device")
+
+            #expect(try await session.request(.POST, "/emulator/reset").status == 204)
+            #expect(try await session.request(.GET, "/emulator/stats?devices=false").json["accepted"] as? Int == 0)
+        }
+    }
+}
