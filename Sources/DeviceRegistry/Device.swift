@@ -67,7 +67,9 @@ public struct DeviceRegistration: Sendable, Equatable {
     }
 
     private static func isSpaceOrControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.properties.isWhitespace || scalar.properties.generalCategory == .control
+        // FCM tokens are ASCII: decide those without the Unicode property tables (a hot path).
+        if scalar.isASCII { return scalar.value <= 0x20 || scalar.value == 0x7F }
+        return scalar.properties.isWhitespace || scalar.properties.generalCategory == .control
             || scalar.properties.generalCategory == .format
     }
 }

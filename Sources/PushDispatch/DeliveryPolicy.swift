@@ -58,7 +58,8 @@ struct DeliveryPolicy {
         case .transient(let code, let message, let retryAfter, let quota):
             let attempt = claimed.attempts + 1
             guard attempt < maxAttempts else { return Decision(result: final("failed", code, message)) }
-            let delay = retryAfter.map { quota ? max($0, .seconds(60)) : $0 } ?? Self.backoff(attempt: attempt, quota: quota)
+            // The server's Retry-After wins; without it, quota errors back off from a minute.
+            let delay = retryAfter ?? Self.backoff(attempt: attempt, quota: quota)
             let retry = DeliveryQueue.Result(deliveryID: claimed.deliveryID, status: "pending", errorCode: code,
                                              errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
                                              nextAttempt: now.addingTimeInterval(Self.seconds(delay)))

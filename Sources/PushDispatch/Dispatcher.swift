@@ -18,6 +18,8 @@ public struct Dispatcher: Service {
     let metrics: DispatchMetrics
     let logger: Logger
     let wake = WakeSignal()
+    let expansionWake = WakeSignal()
+    let outbox = Outbox()
     let inFlight = InFlightDeliveries()
 
     public init(configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, metrics: DispatchMetrics, logger: Logger) {
@@ -33,19 +35,27 @@ public struct Dispatcher: Service {
 
     public func run() async throws {
         await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await listenForJobs() }
-                group.addTask { await heartbeat() }
-                group.addTask { await measureQueue() }
-                await dispatchLoop()
-                group.cancelAll()
+            await withTaskGroup(of: Void.self) { companions in
+                companions.addTask { await listenForJobs() }
+                companions.addTask { await heartbeat() }
+                companions.addTask { await measureQueue() }
+                companions.addTask { await expandAudiences() }
+                await withTaskGroup(of: Void.self) { pipeline in
+                    pipeline.addTask { await writeResults() }
+                    await dispatchLoop()
+                    outbox.close()
+                    await pipeline.waitForAll()
+                }
+                companions.cancelAll()
             }
         } onGracefulShutdown: {
             wake.signal()
+            expansionWake.signal()
         }
+        logger.info("dispatcher stopped")
     }
 
-    // MARK: The loop
+    // MARK: Sending
 
     private struct Attempt: Sendable {
         let claimed: DeliveryQueue.Claimed
@@ -54,61 +64,53 @@ public struct Dispatcher: Service {
         let duration: Duration
     }
 
-    /// State owned by the loop alone.
+    /// State owned by the send loop alone.
     private struct LoopState {
         var jobs: [Int64: (job: DeliveryQueue.Job, loaded: ContinuousClock.Instant)] = [:]
         var pausedApps: [Int64: ContinuousClock.Instant] = [:]
         var failedJobs: Set<Int64> = []
-        var results: [DeliveryQueue.Result] = []
-        var deactivations: [(deviceID: Int64, reason: String)] = []
-        var touchedJobs: Set<Int64> = []
-        var oldestUnflushed: ContinuousClock.Instant?
-        var pendingJobFailures: [(job: Int64, reason: String)] = []
         var policy: DeliveryPolicy
         var databaseFailures = 0
     }
 
     private var stopping: Bool { Task.isShuttingDownGracefully || Task.isCancelled }
 
+    /// Claims deliveries as capacity frees up and sends them; settles each answer in memory.
+    /// It never waits for a write: the writer does those concurrently.
     private func dispatchLoop() async {
         var state = LoopState(policy: DeliveryPolicy(maxAttempts: configuration.maxAttempts))
         var running = 0
         await withTaskGroup(of: Attempt.self) { group in
             while true {
                 if stopping && running == 0 { break }
-                var progressed = false
-                if !stopping {
-                    let free = configuration.concurrency - running
-                    if free >= max(1, configuration.concurrency / 4) || running == 0 {
-                        do {
-                            let batch = try await claimBatch(limit: free, state: &state)
-                            for (claimed, job, account) in batch {
-                                running += 1
-                                inFlight.insert(claimed.deliveryID)
-                                group.addTask { await Self.attempt(claimed, job, account, tokens: tokens, fcm: fcm) }
-                            }
-                            progressed = !batch.isEmpty
-                            if batch.count < free, try await expandAudience(state: &state) { progressed = true }
-                            state.databaseFailures = 0
-                        } catch {
-                            await databaseTrouble(error, state: &state)
+                var claimedAny = false
+                let free = configuration.concurrency - running
+                if !stopping && (free >= max(1, configuration.concurrency / 4) || running == 0) {
+                    do {
+                        let batch = try await claimBatch(limit: free, state: &state)
+                        for (claimed, job, account) in batch {
+                            running += 1
+                            inFlight.insert(claimed.deliveryID)
+                            group.addTask { await Self.attempt(claimed, job, account, tokens: tokens, fcm: fcm) }
                         }
+                        claimedAny = !batch.isEmpty
+                        state.databaseFailures = 0
+                    } catch {
+                        state.databaseFailures += 1
+                        await backOff(after: error, failures: state.databaseFailures)
                     }
                 }
-                if running > 0, let attempt = await group.next() {
-                    running -= 1
-                    inFlight.remove(attempt.claimed.deliveryID)
-                    settle(attempt, state: &state)
-                    progressed = true
-                }
-                if shouldFlush(state, idle: running == 0) { await flush(&state) }
-                if !progressed && running == 0 && !stopping {
+                if running > 0 {
+                    if let attempt = await group.next() {
+                        running -= 1
+                        inFlight.remove(attempt.claimed.deliveryID)
+                        settle(attempt, state: &state)
+                    }
+                } else if !claimedAny && !stopping {
                     await wake.wait(upTo: configuration.pollInterval)
                 }
             }
-            await flush(&state)
         }
-        logger.info("dispatcher stopped")
     }
 
     /// Claims what fits; deliveries that need no send (inactive device, job without
@@ -127,15 +129,12 @@ public struct Dispatcher: Service {
         for delivery in claimed {
             guard let job = state.jobs[delivery.jobID]?.job else { continue }
             if !delivery.deviceActive {
-                record(.init(deliveryID: delivery.deliveryID, status: "skipped", errorCode: "DEVICE_INACTIVE",
-                             errorMessage: "the device was deactivated before its turn", messageID: nil, attempted: false,
-                             nextAttempt: Date()), job: job.id, state: &state)
+                finish(delivery, job: job, status: "skipped", code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn")
                 continue
             }
             guard let account = job.account else {
                 let reason = "app \(job.appCode): no FCM credentials (pushctl app set-credentials --code \(job.appCode))"
-                record(.init(deliveryID: delivery.deliveryID, status: "failed", errorCode: "NO_CREDENTIALS", errorMessage: reason,
-                             messageID: nil, attempted: false, nextAttempt: Date()), job: job.id, state: &state)
+                finish(delivery, job: job, status: "failed", code: "NO_CREDENTIALS", message: reason)
                 failJob(job.id, reason, state: &state)
                 continue
             }
@@ -144,11 +143,11 @@ public struct Dispatcher: Service {
         return batch
     }
 
-    private func expandAudience(state: inout LoopState) async throws -> Bool {
-        guard let expanded = try await queue.expandNextAudience(chunk: configuration.audienceChunk) else { return false }
-        logger.debug("audience expanded", metadata: ["push.job_id": "\(expanded.job)", "push.added": "\(expanded.added)"])
-        if expanded.complete { state.touchedJobs.insert(expanded.job) }
-        return true
+    private func finish(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: String, code: String, message: String) {
+        let result = DeliveryQueue.Result(deliveryID: delivery.deliveryID, status: status, errorCode: code, errorMessage: message,
+                                          messageID: nil, attempted: false, nextAttempt: Date())
+        outbox.add { $0.results.append(result); $0.touchedJobs.insert(job.id) }
+        metrics.countSend(app: job.appCode, outcome: code)
     }
 
     private static func attempt(_ claimed: DeliveryQueue.Claimed, _ job: DeliveryQueue.Job, _ account: ServiceAccount,
@@ -180,18 +179,19 @@ public struct Dispatcher: Service {
             metrics.fcmLatency.record(attempt.duration)
         case .failure(let error) where error.isPermanent:
             let reason = "app \(job.appCode): \(error)"
-            record(.init(deliveryID: attempt.claimed.deliveryID, status: "failed", errorCode: "OAUTH", errorMessage: reason,
-                         messageID: nil, attempted: false, nextAttempt: Date()), job: job.id, state: &state)
-            metrics.countSend(app: job.appCode, outcome: "oauth_refused")
-            if state.failedJobs.insert(job.id).inserted { state.pendingJobFailures.append((job.id, reason)) }
+            finish(attempt.claimed, job: job, status: "failed", code: "OAUTH", message: reason)
+            failJob(job.id, reason, state: &state)
             return
         case .failure(let error):
             outcome = .transient(errorCode: "OAUTH_UNAVAILABLE", message: error.description, retryAfter: nil, quota: false)
         }
         let decision = state.policy.decide(outcome, for: attempt.claimed, job: job)
-        record(decision.result, job: job.id, state: &state)
+        outbox.add { batch in
+            batch.results.append(decision.result)
+            batch.touchedJobs.insert(job.id)
+            if let deactivate = decision.deactivate { batch.deactivations.append(deactivate) }
+        }
         if let deactivate = decision.deactivate {
-            state.deactivations.append(deactivate)
             logger.info("device deactivated", metadata: [
                 "push.app": "\(job.appCode)", "push.device_id": "\(deactivate.deviceID)", "push.reason": "\(deactivate.reason)",
                 "push.token": "\(maskedToken(attempt.claimed.token))",
@@ -201,51 +201,79 @@ public struct Dispatcher: Service {
             state.pausedApps[job.appID] = ContinuousClock.now + pause
             logger.warning("FCM quota exceeded, slowing the app down", metadata: ["push.app": "\(job.appCode)", "push.pause": "\(pause)"])
         }
-        if let reason = decision.failJob, state.failedJobs.insert(job.id).inserted {
-            state.pendingJobFailures.append((job.id, reason))
-        }
+        if let reason = decision.failJob { failJob(job.id, reason, state: &state) }
         metrics.countSend(app: job.appCode, outcome: decision.result.status == "pending" ? "retry" : (decision.result.errorCode ?? decision.result.status))
-    }
-
-    private func record(_ result: DeliveryQueue.Result, job: Int64, state: inout LoopState) {
-        state.results.append(result)
-        state.touchedJobs.insert(job)
-        if state.oldestUnflushed == nil { state.oldestUnflushed = .now }
-    }
-
-    private func shouldFlush(_ state: LoopState, idle: Bool) -> Bool {
-        guard let oldest = state.oldestUnflushed else { return !state.pendingJobFailures.isEmpty }
-        return idle || state.results.count >= 512 || ContinuousClock.now - oldest > .milliseconds(100) || !state.pendingJobFailures.isEmpty
-    }
-
-    /// Writes buffered results in one batch; on a database error they stay buffered for the next try.
-    private func flush(_ state: inout LoopState) async {
-        do {
-            try await queue.record(state.results, deactivate: state.deactivations)
-            state.results.removeAll(keepingCapacity: true)
-            state.deactivations.removeAll(keepingCapacity: true)
-            state.oldestUnflushed = nil
-            for (job, reason) in state.pendingJobFailures {
-                try await queue.fail(job: job, error: reason)
-                logger.error("job failed", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])
-            }
-            state.pendingJobFailures.removeAll()
-            try await queue.completeFinished(Array(state.touchedJobs))
-            state.touchedJobs.removeAll(keepingCapacity: true)
-        } catch {
-            await databaseTrouble(error, state: &state)
-        }
     }
 
     private func failJob(_ job: Int64, _ reason: String, state: inout LoopState) {
         guard state.failedJobs.insert(job).inserted else { return }
-        state.pendingJobFailures.append((job, reason))
+        outbox.add { $0.jobFailures.append((job, reason)) }
     }
 
-    /// The database went away: keep what is buffered, back off, try again.
-    private func databaseTrouble(_ error: any Error, state: inout LoopState) async {
-        state.databaseFailures += 1
-        let delay = min(Double(1 << min(state.databaseFailures, 5)) * 0.25, 5)
+    // MARK: Writing
+
+    /// Writes the outbox every 50 ms, or at once when a batch is full; after the send loop
+    /// closes it, writes what is left and returns. A failed write is kept and retried.
+    private func writeResults() async {
+        var failures = 0
+        while true {
+            await outbox.full.wait(upTo: .milliseconds(50))
+            let (batch, closed) = outbox.take()
+            if !batch.isEmpty {
+                do {
+                    try await write(batch)
+                    failures = 0
+                } catch {
+                    outbox.putBack(batch)
+                    failures += 1
+                    // During a shutdown give up after about the drain bound: the leases run out
+                    // and another worker settles those deliveries.
+                    if closed && failures > 20 {
+                        logger.error("giving up writing results at shutdown", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                        return
+                    }
+                    await backOff(after: error, failures: failures)
+                    continue
+                }
+            }
+            if closed && outbox.take().batch.isEmpty { return }
+        }
+    }
+
+    private func write(_ batch: Outbox.Batch) async throws {
+        try await queue.record(batch.results, deactivate: batch.deactivations)
+        for (job, reason) in batch.jobFailures {
+            try await queue.fail(job: job, error: reason)
+            logger.error("job failed", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])
+        }
+        try await queue.completeFinished(Array(batch.touchedJobs))
+    }
+
+    // MARK: Audiences
+
+    /// Expands due jobs' audiences into deliveries ahead of the senders, a chunk per statement.
+    private func expandAudiences() async {
+        var failures = 0
+        while !stopping {
+            do {
+                if let expanded = try await queue.expandNextAudience(chunk: configuration.audienceChunk) {
+                    failures = 0
+                    if expanded.complete { outbox.add { _ = $0.touchedJobs.insert(expanded.job) } }
+                    if expanded.added > 0 { wake.signal() }
+                    continue
+                }
+            } catch {
+                failures += 1
+                await backOff(after: error, failures: failures)
+                continue
+            }
+            await expansionWake.wait(upTo: configuration.pollInterval)
+        }
+    }
+
+    /// The database went away: back off (250 ms doubling to 5 s) and try again.
+    private func backOff(after error: any Error, failures: Int) async {
+        let delay = min(0.25 * Double(1 << min(failures, 5)), 5)
         logger.warning("database unavailable, retrying", metadata: ["push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in_s": "\(delay)"])
         try? await Task.sleep(for: .milliseconds(Int(delay * 1000)))
     }
@@ -258,7 +286,7 @@ public struct Dispatcher: Service {
             do {
                 try await queue.client.withConnection { connection in
                     try await connection.listen(on: "push_jobs") { notifications in
-                        for try await _ in notifications { wake.signal() }
+                        for try await _ in notifications { expansionWake.signal() }
                     }
                 }
             } catch {

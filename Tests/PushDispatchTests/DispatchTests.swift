@@ -1,0 +1,277 @@
+import DeviceRegistry
+import FCMEmulator
+import Foundation
+import PostgresNIO
+import PushDispatch
+import Testing
+import TestSupport
+
+@Suite("push-worker against the FCM emulator")
+struct DispatchTests {
+    @Test func sendsToActiveDevicesOnlyAndLogsEveryDelivery() async throws {
+        try await WorkerFixture.with { fixture in
+            let ids = try await fixture.register(["tok-alice-phone", "tok-alice-tablet", "tok-bob", "tok-carol-old"], users: [1, 1, 2, 3])
+            // Carol logged out: her device must receive nothing.
+            _ = try await fixture.sql { try await DeviceRegistry(client: $0).deactivate(deviceID: ids["tok-carol-old"]!, userID: 3, appID: fixture.appID, logger: workerLogger) }
+            let job = try await fixture.enqueue(users: [1, 2, 3])
+            let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+            let deliveries = try await fixture.deliveries(job)
+            #expect(Set(deliveries.keys) == ["tok-alice-phone", "tok-alice-tablet", "tok-bob"])
+            for delivery in deliveries.values {
+                #expect(delivery.status == "sent" && delivery.attempts == 1)
+                #expect(delivery.messageID?.isEmpty == false)
+            }
+            #expect(fixture.emulator.stats(for: "tok-carol-old").accepted == 0)
+            #expect(fixture.emulator.stats(for: "tok-bob").accepted == 1)
+            // The message carried the job's content plus the device's token, nothing else.
+            let body = try #require(fixture.emulator.lastAcceptedMessage(for: "tok-bob")?.requestBody)
+            let message = try #require((try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+            #expect(message["token"] as? String == "tok-bob")
+            #expect((message["data"] as? [String: String]) == ["k": "v"])
+            #expect(fixture.emulator.stats.tokenExchanges == 1)
+        }
+    }
+
+    @Test func deadTokensAreDeactivatedAndPayloadAgnosticFailuresKeepTheToken() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(token: "tok-gone", .unregistered)
+            fixture.emulator.script(token: "tok-garbage", .invalidToken)
+            fixture.emulator.script(token: "tok-apns-broken", .thirdPartyAuthError)
+            try await fixture.register(["tok-ok", "tok-gone", "tok-garbage", "tok-apns-broken"])
+            let job = try await fixture.enqueue(users: [1, 2, 3, 4])
+            let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+            let deliveries = try await fixture.deliveries(job)
+            #expect(deliveries["tok-ok"]?.status == "sent")
+            #expect(deliveries["tok-gone"]?.status == "failed" && deliveries["tok-gone"]?.errorCode == "UNREGISTERED")
+            #expect(deliveries["tok-garbage"]?.errorCode == "INVALID_ARGUMENT")
+            #expect(deliveries["tok-apns-broken"]?.errorCode == "THIRD_PARTY_AUTH_ERROR")
+            #expect(try await fixture.deviceState("tok-gone") == (false, "unregistered"))
+            #expect(try await fixture.deviceState("tok-garbage") == (false, "invalid_token"))
+            #expect(try await fixture.deviceState("tok-apns-broken") == (true, nil))
+            #expect(try await fixture.deviceState("tok-ok") == (true, nil))
+        }
+    }
+
+    @Test func transientErrorsAreRetriedHonouringRetryAfter() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(token: "tok-flaky", .unavailable(times: 2, retryAfter: nil))
+            fixture.emulator.script(token: "tok-500", .internalError(times: 1))
+            fixture.emulator.script(token: "tok-quota", .quotaExceeded(times: 1, retryAfter: 1))
+            try await fixture.register(["tok-flaky", "tok-500", "tok-quota"])
+            let job = try await fixture.enqueue(users: [1, 2, 3])
+            let started = ContinuousClock.now
+            let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+            let deliveries = try await fixture.deliveries(job)
+            #expect(deliveries.values.allSatisfy { $0.status == "sent" })
+            #expect(deliveries["tok-flaky"]?.attempts == 3)
+            #expect(deliveries["tok-500"]?.attempts == 2)
+            #expect(deliveries["tok-quota"]?.attempts == 2)
+            // Retry-After: 1 was honoured (not retried at once).
+            #expect(ContinuousClock.now - started >= .seconds(1))
+        }
+    }
+
+    @Test func retriesAreBounded() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(token: "tok-down", .unavailable(times: 100, retryAfter: 0))
+            try await fixture.register(["tok-down"])
+            let job = try await fixture.enqueue(users: [1])
+            var configuration = fixture.configuration
+            configuration.maxAttempts = 3
+            let status_job = try await fixture.withWorker(configuration) { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+            let delivery = try #require(try await fixture.deliveries(job)["tok-down"])
+            #expect(delivery.status == "failed" && delivery.errorCode == "UNAVAILABLE" && delivery.attempts == 3)
+            #expect(try await fixture.deviceState("tok-down") == (true, nil))
+        }
+    }
+
+    @Test func wholesaleSenderMismatchBlamesTheCredentialsAndDeactivatesNothing() async throws {
+        try await WorkerFixture.with { fixture in
+            let tokens = (1...12).map { "tok-other-project-\($0)" }
+            for token in tokens { fixture.emulator.script(token: token, .senderIDMismatch) }
+            try await fixture.register(tokens)
+            let job = try await fixture.enqueue(users: (1...12).map(Int64.init))
+            var configuration = fixture.configuration
+            configuration.concurrency = 4
+            let (status, error) = try await fixture.withWorker(configuration) { try await fixture.finished(job) }
+            #expect(status == "failed")
+            #expect(error?.contains("app wowa: every send fails with SENDER_ID_MISMATCH") == true)
+            for token in tokens { #expect(try await fixture.deviceState(token) == (true, nil)) }
+        }
+    }
+
+    @Test func senderMismatchAfterProvenCredentialsDeactivatesThatToken() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(token: "tok-z-stray", .senderIDMismatch)
+            try await fixture.register(["tok-a-good", "tok-z-stray"])
+            var configuration = fixture.configuration
+            configuration.concurrency = 1  // the good one (lower id) goes first and proves the credentials
+            let job = try await fixture.enqueue(users: [1, 2])
+            let status_job = try await fixture.withWorker(configuration) { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+            #expect(try await fixture.deviceState("tok-z-stray") == (false, "sender_id_mismatch"))
+        }
+    }
+
+    @Test func refusedCredentialsFailThatAppsJobsOnlyAndDoNotHammer() async throws {
+        try await WorkerFixture.with { fixture in
+            // A second app whose key the token endpoint has never seen.
+            let rogue = try ServiceAccountFixture.generate(projectID: "rogue-project")
+            let rogueApp = try await fixture.sql { client in
+                try await addApp(client, code: "rogue", projectID: rogue.projectID, clientEmail: fixture.account.clientEmail,
+                                 privateKeyPEM: rogue.privateKeyPEM, privateKeyID: nil)
+            }
+            let registered = try await fixture.sql { client in
+                try await DeviceRegistry(client: client).register(
+                    DeviceRegistration(token: "tok-rogue-\(0)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp, logger: workerLogger)
+            }
+            #expect(registered.created)
+            for i in 1...5 {
+                _ = try await fixture.sql { client in
+                    try await DeviceRegistry(client: client).register(
+                        DeviceRegistration(token: "tok-rogue-\(i)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp, logger: workerLogger)
+                }
+            }
+            try await fixture.register(["tok-fine"])
+            let rogueJob = try await fixture.sql { client in
+                for try await id in try await client.query("SELECT push_enqueue(app_code => 'rogue', user_ids => ARRAY[9]::bigint[], message => '{}'::jsonb)").decode(Int64.self) { return id }
+                return Int64(0)
+            }
+            let goodJob = try await fixture.enqueue(users: [1])
+            try await fixture.withWorker {
+                let rogueResult = try await fixture.finished(rogueJob)
+                #expect(rogueResult.status == "failed")
+                #expect(rogueResult.error == "app rogue: token endpoint refused the credentials: Invalid JWT Signature.")
+                #expect(try await fixture.finished(goodJob).status == "completed")
+            }
+            // One refused exchange, not one per device.
+            #expect(fixture.emulator.stats.rejectedTokenExchanges == 1)
+            #expect(try await fixture.deliveries(rogueJob).values.allSatisfy { $0.status == "failed" })
+        }
+    }
+
+    @Test func expiredOrRevokedAccessTokensAreRefreshedOnceAndTheSendRetried() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register(["tok-1", "tok-2"])
+            try await fixture.withWorker {
+                let first = try await fixture.enqueue(users: [1])
+                #expect(try await fixture.finished(first).status == "completed")
+                fixture.emulator.revokeAccessTokens()
+                let second = try await fixture.enqueue(users: [2])
+                #expect(try await fixture.finished(second).status == "completed")
+                #expect(try await fixture.deliveries(second)["tok-2"]?.status == "sent")
+            }
+            #expect(fixture.emulator.stats.tokenExchanges == 2)
+        }
+    }
+
+    @Test func concurrentSendsShareOneTokenRefresh() async throws {
+        try await WorkerFixture.with { fixture in
+            let tokens = (1...150).map { "tok-many-\($0)" }
+            try await fixture.register(tokens)
+            let job = try await fixture.campaign()
+            let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+            #expect(fixture.emulator.stats.tokenExchanges == 1)
+            #expect(fixture.emulator.stats.accepted == 150)
+        }
+    }
+
+    @Test func appWithoutCredentialsFailsItsJobClearly() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.sql { client in
+                _ = try await addApp(client, code: "bare", projectID: nil, clientEmail: nil, privateKeyPEM: nil, privateKeyID: nil)
+            }
+            let job = try await fixture.sql { client in
+                for try await id in try await client.query("SELECT push_enqueue(app_code => 'bare', user_ids => ARRAY[1]::bigint[], message => '{}'::jsonb)").decode(Int64.self) { return id }
+                return Int64(0)
+            }
+            // No devices: the job completes with an empty audience. With one device it fails.
+            let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status_job == "completed")
+        }
+    }
+
+    @Test func idempotentEnqueueScheduledJobsAndDryRuns() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register(["tok-once", "tok-later", "tok-dry"])
+            let first = try await fixture.enqueue(users: [1], key: "order-981-shipped")
+            let again = try await fixture.enqueue(users: [1], key: "order-981-shipped")
+            #expect(first == again)
+            let later = try await fixture.enqueue(users: [2], sendAt: Date().addingTimeInterval(2))
+            let dry = try await fixture.enqueue(users: [3], dryRun: true)
+            try await fixture.withWorker { () async throws in
+                #expect(try await fixture.finished(first).status == "completed")
+                #expect(try await fixture.finished(dry).status == "completed")
+                #expect(try await fixture.finished(later).status == "completed")
+            }
+            // The scheduled job was sent at its time, not before.
+            let early = try await fixture.sql { client in
+                for try await n in try await client.query(
+                    "SELECT count(*)::int FROM push_deliveries d JOIN push_jobs j ON j.id = d.job_id WHERE j.id = \(later) AND d.updated_at < j.send_at"
+                ).decode(Int.self) { return n }
+                return -1
+            }
+            #expect(early == 0)
+            #expect(fixture.emulator.stats(for: "tok-once").accepted == 1)
+            #expect(fixture.emulator.stats(for: "tok-later").accepted == 1)
+            #expect(fixture.emulator.stats(for: "tok-dry") == DeviceStats(accepted: 0, rejected: 0, validateOnly: 1))
+        }
+    }
+
+    @Test func twoWorkersOnOneCampaignNeverSendADeviceTwice() async throws {
+        try await WorkerFixture.with { fixture in
+            let tokens = (1...600).map { "tok-shared-\($0)" }
+            try await fixture.sql { client in
+                try await client.query(
+                    """
+                    INSERT INTO push_devices (user_id, app_id, token, platform)
+                    SELECT g, \(fixture.appID), 'tok-shared-' || g, 'android' FROM generate_series(1, 600) g
+                    """)
+            }
+            var firstConfiguration = fixture.configuration
+            firstConfiguration.audienceChunk = 100
+            var secondConfiguration = firstConfiguration
+            secondConfiguration.workerName = "second-worker"
+            let (first, second) = (firstConfiguration, secondConfiguration)
+            let job = try await fixture.campaign()
+            try await fixture.withWorker(first) {
+                let status_job = try await fixture.withWorker(second) { try await fixture.finished(job).status }
+                #expect(status_job == "completed")
+            }
+            #expect(tokens.allSatisfy { fixture.emulator.stats(for: $0).accepted == 1 })
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 600 && rows.values.allSatisfy { $0.status == "sent" })
+        }
+    }
+
+    @Test func enqueueRefusesBadInputAndChangesNothing() async throws {
+        try await WorkerFixture.with { fixture in
+            let bad = [
+                "SELECT push_enqueue(app_code => 'nope', user_ids => ARRAY[1]::bigint[], message => '{}'::jsonb)",
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{\"token\":\"x\"}'::jsonb)",
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{\"data\":{\"n\":1}}'::jsonb)",
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{\"data\":{\"from\":\"x\"}}'::jsonb)",
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '[1]'::jsonb)",
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[]::bigint[], message => '{}'::jsonb)",
+                "SELECT push_enqueue_campaign(app_code => 'wowa', message => '{}'::jsonb, platforms => ARRAY['tv'])",
+                "SELECT push_enqueue_campaign(app_code => 'wowa', message => jsonb_build_object('data', jsonb_build_object('big', repeat('x', 5000))))",
+            ]
+            for statement in bad {
+                await #expect(throws: PSQLError.self, "\(statement)") {
+                    // A function's error arrives with its rows: read them.
+                    try await fixture.sql { for try await _ in try await $0.query(PostgresQuery(unsafeSQL: statement)) {} }
+                }
+            }
+            let jobs = try await fixture.sql { client in
+                for try await n in try await client.query("SELECT count(*)::int FROM push_jobs").decode(Int.self) { return n }
+                return -1
+            }
+            #expect(jobs == 0)
+        }
+    }
+}
