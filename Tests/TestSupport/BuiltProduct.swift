@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Runs one of the package's executables as a subprocess, the way operators and cron do.
 public struct BuiltProduct: Sendable {
@@ -41,5 +44,48 @@ public struct BuiltProduct: Sendable {
         var status: Int32 = -1
         for await code in exited { status = code }
         return Result(status: status, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+}
+
+/// A long-running product started as a subprocess, for signal tests.
+public final class RunningProduct: Sendable {
+    let process: Process
+    public let logPath: String
+
+    init(process: Process, logPath: String) {
+        self.process = process
+        self.logPath = logPath
+    }
+
+    public var pid: Int32 { process.processIdentifier }
+
+    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Waits up to `limit` for the exit; nil when still running.
+    public func exitStatus(within limit: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+}
+
+extension BuiltProduct {
+    /// Starts the product with its output in a log file (never a pipe: nothing reads it while it runs).
+    public func start(_ arguments: [String] = [], environment: [String: String]) throws -> RunningProduct {
+        let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("product-\(UUID().uuidString).log").path
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        var base = ProcessInfo.processInfo.environment
+        base["DATABASE_URL"] = nil
+        process.environment = base.merging(environment) { $1 }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        return RunningProduct(process: process, logPath: logPath)
     }
 }

@@ -103,6 +103,11 @@ public struct TestDatabase: Sendable {
     public let url: String
     public let name: String
 
+    public init(url: String, name: String) {
+        self.url = url
+        self.name = name
+    }
+
     public func withClient<T: Sendable>(_ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
         try await TestPostgres.withClient(url: url, body)
     }
@@ -153,6 +158,11 @@ public final class LocalCluster: Sendable {
     private func startServer() throws {
         let options = "-p \(port) -k \(root)/run -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB"
         try Self.run("\(binaries)/pg_ctl", ["-D", "\(root)/data", "-o", options, "-l", "\(root)/postgres.log", "-w", "-t", "60", "start"], as: runAs)
+    }
+
+    /// Starts the stopped server again on the same port and data.
+    public func restart() throws {
+        try startServer()
     }
 
     /// Immediate shutdown: connections drop as they would when a database host dies.

@@ -1,0 +1,132 @@
+import FCMEmulator
+import Foundation
+import PostgresNIO
+import PushDispatch
+import Testing
+import TestSupport
+import DeviceRegistry
+
+/// push-worker as deployed: a process that gets SIGTERM on deploys and SIGKILL on crashes.
+@Suite("push-worker process lifecycle")
+struct WorkerProcessTests {
+    let worker = BuiltProduct("push-worker")
+
+    func environment(_ fixture: WorkerFixture, concurrency: Int, lease: Int = 5) -> [String: String] {
+        ["DATABASE_URL": fixture.database.url, "FCM_BASE_URL": fixture.emulator.baseURL,
+         "GOOGLE_TOKEN_URL": fixture.emulator.tokenURL, "PUSH_CA_FILE": fixture.emulator.caFilePath ?? "",
+         "WORKER_CONCURRENCY": "\(concurrency)", "WORKER_LEASE_SECONDS": "\(lease)", "LOG_LEVEL": "info"]
+    }
+
+    func seed(_ fixture: WorkerFixture, count: Int, prefix: String) async throws -> [String] {
+        try await fixture.sql { client in
+            try await client.query(
+                """
+                INSERT INTO push_devices (user_id, app_id, token, platform)
+                SELECT g, \(fixture.appID), \(prefix) || g, 'android' FROM generate_series(1, \(count)) g
+                """)
+        }
+        return (1...count).map { "\(prefix)\($0)" }
+    }
+
+    func sentCount(_ fixture: WorkerFixture, _ job: Int64) async throws -> Int {
+        try await fixture.sql { client in
+            for try await n in try await client.query("SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'").decode(Int.self) { return n }
+            return 0
+        }
+    }
+
+    func waitForSends(_ fixture: WorkerFixture, _ job: Int64, atLeast: Int) async throws {
+        for _ in 0..<400 where try await sentCount(fixture, job) < atLeast { try await Task.sleep(for: .milliseconds(50)) }
+    }
+
+    @Test func sigtermDrainsInFlightSendsAndNothingIsSentTwice() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(tokenPrefix: "slow-dev-", .slow(.milliseconds(200)))
+            let tokens = try await seed(fixture, count: 300, prefix: "slow-dev-")
+            let job = try await fixture.campaign()
+            let first = try worker.start(environment: environment(fixture, concurrency: 40))
+            try await waitForSends(fixture, job, atLeast: 40)
+            first.signal(SIGTERM)
+            let status = await first.exitStatus(within: .seconds(20))
+            #expect(status == 0, "\(first.log)")
+            #expect(first.log.contains("dispatcher stopped"))
+            // Everything it claimed was settled: no lease of the stopped worker is left.
+            let leftover = try await fixture.sql { client in
+                for try await n in try await client.query("SELECT count(*)::int FROM push_deliveries WHERE lease_owner IS NOT NULL").decode(Int.self) { return n }
+                return -1
+            }
+            #expect(leftover == 0)
+            let second = try worker.start(environment: environment(fixture, concurrency: 40))
+            #expect(try await fixture.finished(job, within: .seconds(60)).status == "completed")
+            second.signal(SIGTERM)
+            _ = await second.exitStatus(within: .seconds(20))
+            #expect(tokens.allSatisfy { fixture.emulator.stats(for: $0).accepted == 1 })
+        }
+    }
+
+    /// A crash loses the crashed worker's in-flight sends' results: those deliveries are sent
+    /// again after their lease runs out. The duplicates are bounded by its concurrency.
+    @Test func sigkilledWorkersDeliveriesAreTakenOverAfterTheLease() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(tokenPrefix: "crash-dev-", .slow(.milliseconds(100)))
+            let tokens = try await seed(fixture, count: 400, prefix: "crash-dev-")
+            let job = try await fixture.campaign()
+            let concurrency = 30
+            let doomed = try worker.start(environment: environment(fixture, concurrency: concurrency, lease: 5))
+            try await waitForSends(fixture, job, atLeast: 60)
+            doomed.signal(SIGKILL)
+            _ = await doomed.exitStatus(within: .seconds(5))
+            let started = ContinuousClock.now
+            let survivor = try worker.start(environment: environment(fixture, concurrency: concurrency, lease: 5))
+            #expect(try await fixture.finished(job, within: .seconds(90)).status == "completed")
+            let tookOver = ContinuousClock.now - started
+            survivor.signal(SIGTERM)
+            _ = await survivor.exitStatus(within: .seconds(20))
+            let accepted = tokens.map { fixture.emulator.stats(for: $0).accepted }
+            #expect(accepted.allSatisfy { $0 >= 1 }, "every device got its notification")
+            let duplicates = accepted.reduce(0) { $0 + max(0, $1 - 1) }
+            print("after SIGKILL: \(duplicates) duplicate sends of \(tokens.count), taken over in \(tookOver)")
+            // Bound: the crashed worker's in-flight sends plus its unwritten results (≤ one batch).
+            #expect(duplicates <= concurrency + 512, "duplicates: \(duplicates)")
+            #expect(tookOver < .seconds(60))
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 400 && rows.values.allSatisfy { $0.status == "sent" })
+        }
+    }
+
+    @Test func theWorkerRidesOutADatabaseRestart() async throws {
+        let cluster = try LocalCluster.start()
+        defer { cluster.stop() }
+        let url = cluster.url()
+        try await TestPostgres.withClient(url: url) { client in
+            _ = try await client.query("CREATE DATABASE restart_test")
+        }
+        let database = TestDatabase(url: cluster.url(database: "restart_test"), name: "restart_test")
+        try await database.withClient { client in
+            try await MigrationRunner.bundled().run(on: client, logger: workerLogger)
+        }
+        try await FCMEmulator.withRunning(.init(retainedMessageLimit: 10), logger: workerLogger) { emulator in
+            let account = try ServiceAccountFixture.generate(projectID: "wowa-project")
+            emulator.registerServiceAccount(account.serviceAccount)
+            let appID = try await database.withClient { client in
+                try await addApp(client, code: "wowa", projectID: account.projectID, clientEmail: account.clientEmail,
+                                 privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
+            }
+            let fixture = WorkerFixture(database: database, emulator: emulator, account: account, appID: appID)
+            emulator.script(tokenPrefix: "db-dev-", .slow(.milliseconds(50)))
+            let tokens = try await seed(fixture, count: 300, prefix: "db-dev-")
+            let job = try await fixture.campaign()
+            var configuration = fixture.configuration
+            configuration.concurrency = 10
+            let status = try await fixture.withWorker(configuration) { () async throws -> String in
+                try await waitForSends(fixture, job, atLeast: 30)
+                cluster.stop()
+                try await Task.sleep(for: .seconds(2))
+                try cluster.restart()
+                return try await fixture.finished(job, within: .seconds(90)).status
+            }
+            #expect(status == "completed")
+            #expect(tokens.allSatisfy { emulator.stats(for: $0).accepted >= 1 })
+        }
+    }
+}
