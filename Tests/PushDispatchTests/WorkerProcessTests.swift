@@ -36,7 +36,8 @@ struct WorkerProcessTests {
     }
 
     func waitForSends(_ fixture: WorkerFixture, _ job: Int64, atLeast: Int) async throws {
-        for _ in 0..<400 where try await sentCount(fixture, job) < atLeast { try await Task.sleep(for: .milliseconds(50)) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await sentCount(fixture, job) < atLeast, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
     }
 
     @Test func sigtermDrainsInFlightSendsAndNothingIsSentTwice() async throws {
@@ -68,14 +69,16 @@ struct WorkerProcessTests {
     /// again after their lease runs out. The duplicates are bounded by its concurrency.
     @Test func sigkilledWorkersDeliveriesAreTakenOverAfterTheLease() async throws {
         try await WorkerFixture.with { fixture in
-            fixture.emulator.script(tokenPrefix: "crash-dev-", .slow(.milliseconds(100)))
-            let tokens = try await seed(fixture, count: 400, prefix: "crash-dev-")
+            fixture.emulator.script(tokenPrefix: "crash-dev-", .slow(.milliseconds(500)))
+            let tokens = try await seed(fixture, count: 200, prefix: "crash-dev-")
             let job = try await fixture.campaign()
-            let concurrency = 30
+            let concurrency = 20
             let doomed = try worker.start(environment: environment(fixture, concurrency: concurrency, lease: 5))
-            try await waitForSends(fixture, job, atLeast: 60)
+            try await waitForSends(fixture, job, atLeast: 20)
             doomed.signal(SIGKILL)
-            _ = await doomed.exitStatus(within: .seconds(5))
+            #expect(await doomed.exitStatus(within: .seconds(5)) != nil)
+            let acceptedAtKill = fixture.emulator.stats.accepted
+            #expect(acceptedAtKill < 100, "the crash must happen mid-campaign")
             let started = ContinuousClock.now
             let survivor = try worker.start(environment: environment(fixture, concurrency: concurrency, lease: 5))
             #expect(try await fixture.finished(job, within: .seconds(90)).status == "completed")
@@ -85,12 +88,13 @@ struct WorkerProcessTests {
             let accepted = tokens.map { fixture.emulator.stats(for: $0).accepted }
             #expect(accepted.allSatisfy { $0 >= 1 }, "every device got its notification")
             let duplicates = accepted.reduce(0) { $0 + max(0, $1 - 1) }
-            print("after SIGKILL: \(duplicates) duplicate sends of \(tokens.count), taken over in \(tookOver)")
-            // Bound: the crashed worker's in-flight sends plus its unwritten results (≤ one batch).
-            #expect(duplicates <= concurrency + 512, "duplicates: \(duplicates)")
-            #expect(tookOver < .seconds(60))
+            print("after SIGKILL with \(acceptedAtKill) sends done: \(duplicates) duplicate sends of \(tokens.count), finished \(tookOver) later")
+            // Bound: what the crashed worker had in flight, or sent without recording the result.
+            #expect(duplicates <= concurrency, "duplicates: \(duplicates)")
+            // Its leased deliveries were taken over after the 5 s lease, not never.
+            #expect(tookOver < .seconds(30))
             let rows = try await fixture.deliveries(job)
-            #expect(rows.count == 400 && rows.values.allSatisfy { $0.status == "sent" })
+            #expect(rows.count == 200 && rows.values.allSatisfy { $0.status == "sent" })
         }
     }
 
