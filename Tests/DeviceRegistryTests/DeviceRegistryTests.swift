@@ -44,7 +44,7 @@ struct DeviceRegistryTests {
             _ = try await registry.register(registration("shared-tok"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("shared-tok"), userID: 2, appID: app, logger: testLogger)
             let state = try await rows(client, token: "shared-tok")
-            #expect(state.count == 2)
+            try #require(state.count == 2)
             #expect(state[0].0 == 1 && state[0].1 == false && state[0].2 == "account_switch")
             #expect(state[1].0 == 2 && state[1].1 == true && state[1].2 == nil)
             // The old account's devices no longer include an active one.
@@ -104,7 +104,8 @@ struct DeviceRegistryTests {
             let afterFirst = try await registry.devices(userID: 1, appID: app, logger: testLogger)
             #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app, logger: testLogger))
             let afterSecond = try await registry.devices(userID: 1, appID: app, logger: testLogger)
-            #expect(afterFirst.count == 1 && afterFirst[0].isActive == false && afterFirst[0].deactivationReason == "logout")
+            try #require(afterFirst.count == 1)
+            #expect(afterFirst[0].isActive == false && afterFirst[0].deactivationReason == "logout")
             #expect(afterFirst[0].deactivatedAt != nil)
             // The second call changed nothing, not even the timestamp.
             #expect(afterSecond == afterFirst)

@@ -72,8 +72,10 @@ struct DeviceEndpointTests {
             _ = try await client.register(token: "phone-token", as: fixture.token(user: 2), deviceID: "phone")
             let old = try await client.send(.get, "/push/devices", token: fixture.token(user: 1))
             let devices = try #require(old.json["devices"] as? [[String: Any]])
-            #expect(devices.count == 1 && devices[0]["isActive"] as? Bool == false)
-            #expect(devices[0]["deactivationReason"] as? String == "account_switch")
+            #expect(devices.count == 1)
+            let device = try #require(devices.first)
+            #expect(device["isActive"] as? Bool == false)
+            #expect(device["deactivationReason"] as? String == "account_switch")
         }
     }
 
