@@ -23,7 +23,7 @@ func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, deadline: 
     guard let documentURL = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
           let document = try? Data(contentsOf: documentURL)
     else {
-        throw APIConfiguration.Error.missing("the bundled openapi.yaml")
+        throw ConfigurationError.missing("the bundled openapi.yaml")
     }
     let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let router = Router(context: APIRequestContext.self)

@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import Logging
 
@@ -27,54 +28,26 @@ public struct DispatchConfiguration: Sendable {
         self.databaseURL = databaseURL
     }
 
-    public enum Error: Swift.Error, CustomStringConvertible, Equatable {
-        case missing(String)
-        case invalid(String, String)
-
-        public var description: String {
-            switch self {
-            case .missing(let name): "\(name) is required"
-            case .invalid(let name, let reason): "\(name): \(reason)"
-            }
-        }
-    }
-
     /// Reads DATABASE_URL, FCM_BASE_URL, GOOGLE_TOKEN_URL, PUSH_CA_FILE, WORKER_CONCURRENCY,
     /// METRICS_PORT, LOG_LEVEL and WORKER_LEASE_SECONDS.
-    public static func fromEnvironment(_ environment: [String: String]) throws(Error) -> DispatchConfiguration {
-        func value(_ name: String) -> String? {
-            guard let value = environment[name], !value.isEmpty else { return nil }
-            return value
-        }
-        func integer(_ name: String, _ range: ClosedRange<Int>) throws(Error) -> Int? {
-            guard let text = value(name) else { return nil }
-            guard let number = Int(text), range.contains(number) else {
-                throw .invalid(name, "'\(text)' is not an integer in \(range.lowerBound)...\(range.upperBound)")
-            }
-            return number
-        }
-        guard let databaseURL = value("DATABASE_URL") else { throw .missing("DATABASE_URL") }
-        var configuration = DispatchConfiguration(databaseURL: databaseURL)
-        if let url = value("FCM_BASE_URL") { configuration.fcmBaseURL = url }
-        if let url = value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }
+    public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DispatchConfiguration {
+        let settings = EnvironmentSettings(environment)
+        var configuration = DispatchConfiguration(databaseURL: try settings.required("DATABASE_URL"))
+        if let url = settings.value("FCM_BASE_URL") { configuration.fcmBaseURL = url }
+        if let url = settings.value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }
         for (name, url) in [("FCM_BASE_URL", configuration.fcmBaseURL), ("GOOGLE_TOKEN_URL", configuration.googleTokenURL)] {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
                 throw .invalid(name, "'\(url)' is not an http(s) URL")
             }
         }
-        if let path = value("PUSH_CA_FILE") {
+        if let path = settings.value("PUSH_CA_FILE") {
             guard FileManager.default.isReadableFile(atPath: path) else { throw .invalid("PUSH_CA_FILE", "\(path) cannot be read") }
             configuration.caFile = path
         }
-        if let concurrency = try integer("WORKER_CONCURRENCY", 1...10_000) { configuration.concurrency = concurrency }
-        configuration.metricsPort = try integer("METRICS_PORT", 0...65535)
-        if let lease = try integer("WORKER_LEASE_SECONDS", 5...3600) { configuration.lease = .seconds(lease) }
-        if let text = value("LOG_LEVEL") {
-            guard let level = Logger.Level(rawValue: text.lowercased()) else {
-                throw .invalid("LOG_LEVEL", "'\(text)' is not one of trace, debug, info, notice, warning, error, critical")
-            }
-            configuration.logLevel = level
-        }
+        if let concurrency = try settings.integer("WORKER_CONCURRENCY", in: 1...10_000) { configuration.concurrency = concurrency }
+        configuration.metricsPort = try settings.integer("METRICS_PORT", in: 0...65535)
+        if let lease = try settings.integer("WORKER_LEASE_SECONDS", in: 5...3600) { configuration.lease = .seconds(lease) }
+        if let level = try settings.logLevel() { configuration.logLevel = level }
         return configuration
     }
 }

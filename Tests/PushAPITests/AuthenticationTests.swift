@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import DeviceRegistry
 import PushAPI
 import Testing
 import TestSupport
@@ -125,7 +126,9 @@ struct AuthenticationTests {
         await #expect(throws: JWTConfigurationError.unsupportedPublicKey(path: "k.pem")) {
             try await UserTokenVerifier(.init(publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----", publicKeyPath: "k.pem"))
         }
-        #expect(throws: APIConfiguration.Error.missing("DATABASE_URL")) { try APIConfiguration.fromEnvironment([:]) }
-        #expect(throws: APIConfiguration.Error.self) { try APIConfiguration.fromEnvironment(["DATABASE_URL": "postgres://u@h/d", "API_PORT": "http"]) }
+        #expect(throws: ConfigurationError.missing("DATABASE_URL")) { try APIConfiguration.fromEnvironment([:]) }
+        #expect(throws: ConfigurationError.invalid("API_PORT", "'http' is not an integer in 0...65535")) {
+            try APIConfiguration.fromEnvironment(["DATABASE_URL": "postgres://u@h/d", "API_PORT": "http"])
+        }
     }
 }

@@ -15,21 +15,26 @@ public struct BuiltProduct: Sendable {
         path = candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? beside
     }
 
+    /// This process's environment without DATABASE_URL (a test never touches a real database
+    /// by accident), plus `overrides`.
+    static func childEnvironment(_ overrides: [String: String]) -> [String: String] {
+        var base = ProcessInfo.processInfo.environment
+        base["DATABASE_URL"] = nil
+        return base.merging(overrides) { $1 }
+    }
+
     public struct Result: Sendable {
         public let status: Int32
         public let stdout: String
         public let stderr: String
     }
 
-    /// Runs with the given arguments; `environment` replaces DATABASE_URL and friends (the
-    /// parent's DATABASE_URL is never inherited, so a test cannot touch a real database).
+    /// Runs with the given arguments to completion.
     public func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        var base = ProcessInfo.processInfo.environment
-        base["DATABASE_URL"] = nil
-        process.environment = base.merging(environment) { $1 }
+        process.environment = Self.childEnvironment(environment)
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
@@ -79,9 +84,7 @@ extension BuiltProduct {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        var base = ProcessInfo.processInfo.environment
-        base["DATABASE_URL"] = nil
-        process.environment = base.merging(environment) { $1 }
+        process.environment = Self.childEnvironment(environment)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = log
         process.standardError = log

@@ -37,22 +37,20 @@ public actor TestPostgres {
 
     /// A fresh, migrated database for one test.
     public func makeDatabase() async throws -> TestDatabase {
-        let server = try await ensureServer()
-        counter += 1
-        let name = "t_\(getpid())_\(counter)"
-        try await Self.withClient(url: server.url(database: server.adminDatabase)) { client in
-            _ = try await client.query("CREATE DATABASE \(unescaped: name) TEMPLATE \(unescaped: templateName)")
-        }
-        return TestDatabase(url: server.url(database: name), name: name)
+        try await copy(of: templateName, prefix: "t")
     }
 
     /// An empty database (no migrations), for testing the migration runner itself.
     public func makeEmptyDatabase() async throws -> TestDatabase {
+        try await copy(of: "template0", prefix: "e")
+    }
+
+    private func copy(of template: String, prefix: String) async throws -> TestDatabase {
         let server = try await ensureServer()
         counter += 1
-        let name = "e_\(getpid())_\(counter)"
+        let name = "\(prefix)_\(getpid())_\(counter)"
         try await Self.withClient(url: server.url(database: server.adminDatabase)) { client in
-            _ = try await client.query("CREATE DATABASE \(unescaped: name) TEMPLATE template0")
+            _ = try await client.query("CREATE DATABASE \(unescaped: name) TEMPLATE \(unescaped: template)")
         }
         return TestDatabase(url: server.url(database: name), name: name)
     }
