@@ -1,0 +1,35 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import PushDispatch
+import Testing
+import TestSupport
+
+@Suite("push-worker operations endpoints")
+struct WorkerMetricsTests {
+    @Test func metricsHealthAndReadinessOnMetricsPort() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(token: "tok-dead", .unregistered)
+            try await fixture.register(["tok-live-1", "tok-live-2", "tok-dead"])
+            var configuration = fixture.configuration
+            let port = try LocalCluster.freePort()
+            configuration.metricsPort = port
+            let job = try await fixture.enqueue(users: [1, 2, 3])
+            let (metrics, health, ready) = try await fixture.withWorker(configuration) { () async throws -> (String, UInt, UInt) in
+                _ = try await fixture.finished(job)
+                func get(_ path: String) async throws -> (UInt, String) {
+                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)"), timeout: .seconds(5))
+                    return (response.status.code, String(buffer: try await response.body.collect(upTo: 1 << 20)))
+                }
+                return (try await get("/metrics").1, try await get("/healthz").0, try await get("/readyz").0)
+            }
+            #expect(health == 200 && ready == 200)
+            #expect(metrics.contains(#"push_sends_total{app="wowa",outcome="sent"} 2"#))
+            #expect(metrics.contains(#"push_sends_total{app="wowa",outcome="UNREGISTERED"} 1"#))
+            #expect(metrics.contains("push_fcm_request_duration_seconds_count 3"))
+            #expect(metrics.contains("push_oauth_token_refreshes_total 1"))
+            #expect(metrics.contains("push_queue_pending_deliveries"))
+            #expect(metrics.contains("push_oldest_due_job_age_seconds"))
+        }
+    }
+}
