@@ -15,13 +15,12 @@ public struct DispatchConfiguration: Sendable {
     /// How long a claimed delivery stays ours without a heartbeat: a crashed worker's work is
     /// taken over after at most this long.
     public var lease: Duration = .seconds(30)
+    /// Every FCM and token request's deadline; it also bounds a graceful shutdown's drain.
     public var requestTimeout: Duration = .seconds(10)
     public var maxAttempts: Int = 5
     public var pollInterval: Duration = .seconds(1)
     /// Devices expanded into deliveries per statement.
     public var audienceChunk: Int = 5000
-    /// How long a graceful shutdown waits for in-flight sends.
-    public var drainTimeout: Duration = .seconds(20)
     public var workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
 
     public init(databaseURL: String) {

@@ -124,6 +124,12 @@ public struct Dispatcher: Service {
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
         if !stale.isEmpty {
             for job in try await queue.jobs(Array(stale)) { state.jobs[job.id] = (job, now) }
+            // Jobs not claimed for a minute are finished or paused: a long-running worker keeps
+            // only what it is working on.
+            for (id, entry) in state.jobs where now - entry.loaded > .seconds(60) {
+                state.jobs[id] = nil
+                state.policy.forget(job: id)
+            }
         }
         var batch: [(DeliveryQueue.Claimed, DeliveryQueue.Job, ServiceAccount)] = []
         for delivery in claimed {
