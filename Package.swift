@@ -78,14 +78,14 @@ let package = Package(
         .executableTarget(
             name: "push-worker",
             dependencies: [
-                "PushDispatch",
+                "PushDispatch", "DeviceRegistry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "push-api",
             dependencies: [
-                "PushAPI",
+                "PushAPI", "DeviceRegistry",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

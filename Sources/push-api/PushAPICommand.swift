@@ -1,4 +1,5 @@
 import ArgumentParser
+import DeviceRegistry
 import Foundation
 import Hummingbird
 import Logging
@@ -25,20 +26,11 @@ struct PushAPICommand: AsyncParsableCommand {
         if let host { environment["API_HOST"] = host }
         if let port { environment["API_PORT"] = String(port) }
         if let logLevel { environment["LOG_LEVEL"] = logLevel }
-        do {
+        let succeeded = await ProgramStartup.run("push-api") {
             let configuration = try APIConfiguration.fromEnvironment(environment)
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = configuration.logLevel
-                return handler
-            }
-            let logger = Logger(label: "push-api")
-            let app = try await buildApplication(configuration, logger: logger)
-            try await app.runService()
-        } catch let error as any CustomStringConvertible & Error {
-            // One clear line and a non-zero exit, not a stack trace.
-            FileHandle.standardError.write(Data("push-api: \(error.description)\n".utf8))
-            throw ExitCode.failure
+            ProgramStartup.bootstrapLogging(level: configuration.logLevel)
+            try await buildApplication(configuration, logger: Logger(label: "push-api")).runService()
         }
+        if !succeeded { throw ExitCode.failure }
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DeviceRegistry
 import Foundation
 import Logging
 import PushDispatch
@@ -26,17 +27,11 @@ struct PushWorkerCommand: AsyncParsableCommand {
         if let concurrency { environment["WORKER_CONCURRENCY"] = String(concurrency) }
         if let metricsPort { environment["METRICS_PORT"] = String(metricsPort) }
         if let logLevel { environment["LOG_LEVEL"] = logLevel }
-        do {
+        let succeeded = await ProgramStartup.run("push-worker") {
             let configuration = try DispatchConfiguration.fromEnvironment(environment)
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = configuration.logLevel
-                return handler
-            }
+            ProgramStartup.bootstrapLogging(level: configuration.logLevel)
             try await runWorker(configuration, logger: Logger(label: "push-worker"))
-        } catch let error as any CustomStringConvertible & Error {
-            FileHandle.standardError.write(Data("push-worker: \(error.description)\n".utf8))
-            throw ExitCode.failure
         }
+        if !succeeded { throw ExitCode.failure }
     }
 }
