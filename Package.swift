@@ -169,7 +169,11 @@ let package = Package(
         ),
         .testTarget(
             name: "PushCTLTests",
-            dependencies: ["DeviceRegistry", "TestSupport"]
+            dependencies: [
+                "DeviceRegistry", "TestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -7,9 +7,9 @@ import Logging
 struct PushCTL: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushctl",
-        abstract: "Operate the push service: migrations and apps.",
+        abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, pruning.",
         discussion: "Every command reads DATABASE_URL (or --database-url).",
-        subcommands: [Migrate.self, AppCommand.self])
+        subcommands: [Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Prune.self])
 }
 
 /// Options every database command shares.

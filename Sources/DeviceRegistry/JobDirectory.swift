@@ -1,0 +1,137 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A job as operators see it: the same rows the worker writes, counted, no second bookkeeping.
+public struct JobSummary: Sendable, Equatable {
+    public let id: Int64
+    public let appCode: String
+    public let status: String
+    public let sendAt: Date
+    public let createdAt: Date
+    public let finishedAt: Date?
+    public let lastError: String?
+    public let audience: Int
+    public let sent: Int
+    public let failed: Int
+    public let skipped: Int
+    public let pending: Int
+}
+
+/// Enqueueing, listing, cancelling jobs, and pruning idle devices: what pushctl (and cron) do.
+public struct JobDirectory: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Queues a notification to users, or a campaign to the whole app when `userIDs` is nil,
+    /// through the same SQL functions backend teams call. Returns the job id (the existing one
+    /// when the idempotency key was used before).
+    public func enqueue(appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
+                        idempotencyKey: String?, sendAt: Date?, dryRun: Bool) async throws -> Int64 {
+        let rows: PostgresRowSequence
+        if let userIDs {
+            rows = try await client.query(
+                """
+                SELECT push_enqueue(app_code => \(appCode), user_ids => \(userIDs), message => \(message)::jsonb,
+                                    idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
+                """, logger: logger)
+        } else {
+            rows = try await client.query(
+                """
+                SELECT push_enqueue_campaign(app_code => \(appCode), message => \(message)::jsonb, platforms => \(platforms),
+                                             idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
+                """, logger: logger)
+        }
+        for try await id in rows.decode(Int64.self) { return id }
+        preconditionFailure("the enqueue functions return one row")
+    }
+
+    public func list(status: String?, limit: Int) async throws -> [JobSummary] {
+        try await summaries(client.query(
+            "\(unescaped: Self.select) WHERE (\(status)::text IS NULL OR j.status = \(status))\(unescaped: Self.groupBy) ORDER BY j.id DESC LIMIT \(limit)",
+            logger: logger))
+    }
+
+    public func job(_ id: Int64) async throws -> JobSummary? {
+        try await summaries(client.query("\(unescaped: Self.select) WHERE j.id = \(id)\(unescaped: Self.groupBy)", logger: logger)).first
+    }
+
+    public enum Cancellation: Sendable, Equatable {
+        case cancelled
+        case alreadyFinished(status: String)
+        case notFound
+    }
+
+    /// Cancels a queued or running job: nothing more is sent; what was sent stays logged, and its
+    /// pending deliveries not in flight become `skipped` (CANCELLED).
+    public func cancel(_ id: Int64) async throws -> Cancellation {
+        try await client.withTransaction(logger: logger) { connection in
+            var previous: String?
+            for try await status in try await connection.query(
+                "SELECT status FROM push_jobs WHERE id = \(id) FOR UPDATE", logger: logger
+            ).decode(String.self) { previous = status }
+            guard let previous else { return .notFound }
+            guard ["queued", "running"].contains(previous) else { return .alreadyFinished(status: previous) }
+            try await connection.query(
+                "UPDATE push_jobs SET status = 'cancelled', finished_at = now() WHERE id = \(id)", logger: logger)
+            try await connection.query(
+                """
+                UPDATE push_deliveries SET status = 'skipped', error_code = 'CANCELLED', error_message = 'the job was cancelled',
+                                           lease_owner = NULL, updated_at = now()
+                 WHERE job_id = \(id) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
+                """, logger: logger)
+            return .cancelled
+        }
+    }
+
+    /// Deactivates active devices not seen for `idleDays` (reason `stale`), or only counts them.
+    /// Returns the count per app code.
+    public func prune(idleDays: Int, dryRun: Bool) async throws -> [(app: String, devices: Int)] {
+        let rows: PostgresRowSequence
+        if dryRun {
+            rows = try await client.query(
+                """
+                SELECT a.code, count(*)::int FROM push_devices d JOIN apps a ON a.id = d.app_id
+                 WHERE d.is_active AND d.last_used_at < now() - make_interval(days => \(idleDays)::int)
+                 GROUP BY a.code ORDER BY a.code
+                """, logger: logger)
+        } else {
+            rows = try await client.query(
+                """
+                WITH pruned AS (
+                    UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'stale', updated_at = now()
+                     WHERE is_active AND last_used_at < now() - make_interval(days => \(idleDays)::int)
+                    RETURNING app_id)
+                SELECT a.code, count(*)::int FROM pruned p JOIN apps a ON a.id = p.app_id GROUP BY a.code ORDER BY a.code
+                """, logger: logger)
+        }
+        var result: [(app: String, devices: Int)] = []
+        for try await (app, count) in rows.decode((String, Int).self) { result.append((app, count)) }
+        return result
+    }
+
+    private static let select = """
+        SELECT j.id, a.code, j.status, j.send_at, j.created_at, j.finished_at, j.last_error,
+               count(d.id)::int,
+               count(d.id) FILTER (WHERE d.status = 'sent')::int,
+               count(d.id) FILTER (WHERE d.status = 'failed')::int,
+               count(d.id) FILTER (WHERE d.status = 'skipped')::int,
+               count(d.id) FILTER (WHERE d.status = 'pending')::int
+          FROM push_jobs j JOIN apps a ON a.id = j.app_id LEFT JOIN push_deliveries d ON d.job_id = j.id
+        """
+    private static let groupBy = " GROUP BY j.id, a.code"
+
+    private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
+        var jobs: [JobSummary] = []
+        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, String?, Int, Int, Int, Int, Int).self) {
+            jobs.append(JobSummary(id: row.0, appCode: row.1, status: row.2, sendAt: row.3, createdAt: row.4, finishedAt: row.5,
+                                   lastError: row.6, audience: row.7, sent: row.8, failed: row.9, skipped: row.10, pending: row.11))
+        }
+        return jobs
+    }
+}

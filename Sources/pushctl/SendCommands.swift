@@ -1,0 +1,168 @@
+import ArgumentParser
+import DeviceRegistry
+import Foundation
+
+/// The message and scheduling options `send` and `campaign` share.
+struct MessageOptions: ParsableArguments {
+    @Option(help: "App code, e.g. wowa.") var app: String
+    @Option(help: "A whole FCM v1 Message without its target, as JSON (overrides --title/--body/--data).") var message: String?
+    @Option(help: "Notification title.") var title: String?
+    @Option(help: "Notification body.") var body: String?
+    @Option(help: "A data entry KEY=VALUE (repeatable).") var data: [String] = []
+    @Option(help: "Same key, same job: a retried run never sends twice (e.g. daily-digest-$(date +%F)).") var idempotencyKey: String?
+    @Option(help: "Send at this time, ISO 8601 (e.g. 2026-12-01T09:00:00Z); default now.") var at: String?
+    @Flag(help: "Let FCM validate every message without delivering (validate_only).") var dryRun = false
+
+    func messageJSON() throws -> String {
+        if let message { return message }
+        var object: [String: Any] = [:]
+        var notification: [String: String] = [:]
+        if let title { notification["title"] = title }
+        if let body { notification["body"] = body }
+        if !notification.isEmpty { object["notification"] = notification }
+        var entries: [String: String] = [:]
+        for entry in data {
+            let parts = entry.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty else { throw CLIError("--data must be KEY=VALUE, got '\(entry)'") }
+            entries[String(parts[0])] = String(parts[1])
+        }
+        if !entries.isEmpty { object["data"] = entries }
+        guard !object.isEmpty else { throw CLIError("say what to send: --message JSON, or --title/--body/--data") }
+        return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    func sendAt() throws -> Date? {
+        guard let at else { return nil }
+        guard let date = try? Date(at, strategy: .iso8601) else {
+            throw CLIError("--at '\(at)' is not an ISO 8601 time such as 2026-12-01T09:00:00Z")
+        }
+        return date
+    }
+}
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Queue a notification to users; prints the job id.")
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: MessageOptions
+    @Option(name: .customLong("user"), help: "A user id (repeatable).") var users: [Int64] = []
+
+    func run() async throws {
+        try await reportingErrors {
+            guard !users.isEmpty else { throw CLIError("name at least one --user") }
+            let (message, sendAt) = (try options.messageJSON(), try options.sendAt())
+            let id = try await withDatabase(database) { client, logger in
+                try await JobDirectory(client: client, logger: logger).enqueue(
+                    appCode: options.app, userIDs: users, platforms: nil, message: message,
+                    idempotencyKey: options.idempotencyKey, sendAt: sendAt, dryRun: options.dryRun)
+            }
+            print(id)
+        }
+    }
+}
+
+struct Campaign: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Queue a notification to every active device of an app (what cron runs); prints the job id.")
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: MessageOptions
+    @Option(name: .customLong("platform"), help: "Only ios, android or web devices (repeatable; default all).") var platforms: [String] = []
+
+    func run() async throws {
+        try await reportingErrors {
+            let (message, sendAt) = (try options.messageJSON(), try options.sendAt())
+            let id = try await withDatabase(database) { client, logger in
+                try await JobDirectory(client: client, logger: logger).enqueue(
+                    appCode: options.app, userIDs: nil, platforms: platforms.isEmpty ? nil : platforms, message: message,
+                    idempotencyKey: options.idempotencyKey, sendAt: sendAt, dryRun: options.dryRun)
+            }
+            print(id)
+        }
+    }
+}
+
+struct Jobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List recent jobs with their delivery counts.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "Only jobs in this status (queued, running, completed, failed, cancelled).") var status: String?
+    @Option(help: "How many, newest first.") var limit = 50
+
+    func run() async throws {
+        try await reportingErrors {
+            let jobs = try await withDatabase(database) { client, logger in
+                try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
+            }
+            print(TextTable.render(header: ["ID", "APP", "STATUS", "SEND AT", "AUDIENCE", "SENT", "FAILED", "SKIPPED", "PENDING"],
+                                   rows: jobs.map(Self.row)))
+        }
+    }
+
+    static func row(_ job: JobSummary) -> [String] {
+        [String(job.id), job.appCode, job.status, job.sendAt.formatted(.iso8601), String(job.audience), String(job.sent),
+         String(job.failed), String(job.skipped), String(job.pending)]
+    }
+}
+
+struct Job: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show one job: status, delivery counts, its error.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Argument(help: "The job id.") var id: Int64
+
+    func run() async throws {
+        try await reportingErrors {
+            guard let job = try await withDatabase(database, { client, logger in
+                try await JobDirectory(client: client, logger: logger).job(id)
+            }) else { throw CLIError("no job \(id)") }
+            print("""
+                job \(job.id) (app \(job.appCode)): \(job.status)
+                send at: \(job.sendAt.formatted(.iso8601))\(job.finishedAt.map { ", finished \($0.formatted(.iso8601))" } ?? "")
+                audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped), pending \(job.pending)
+                """ + (job.lastError.map { "\nerror: \($0)" } ?? ""))
+        }
+    }
+}
+
+struct Cancel: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel a queued or running job: nothing more is sent; what was sent stays logged.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Argument(help: "The job id.") var id: Int64
+
+    func run() async throws {
+        try await reportingErrors {
+            let result = try await withDatabase(database) { client, logger in
+                try await JobDirectory(client: client, logger: logger).cancel(id)
+            }
+            switch result {
+            case .cancelled: print("job \(id) cancelled")
+            case .alreadyFinished(let status): throw CLIError("job \(id) is already \(status)")
+            case .notFound: throw CLIError("no job \(id)")
+            }
+        }
+    }
+}
+
+struct Prune: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Deactivate devices idle for N days (reason stale); FCM rejects tokens idle for 270 days.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "Idle days after which a device is deactivated.") var idleDays = 270
+    @Flag(help: "Only count what would be deactivated.") var dryRun = false
+
+    func run() async throws {
+        try await reportingErrors {
+            guard idleDays >= 1 else { throw CLIError("--idle-days must be at least 1") }
+            let counts = try await withDatabase(database) { client, logger in
+                try await JobDirectory(client: client, logger: logger).prune(idleDays: idleDays, dryRun: dryRun)
+            }
+            let total = counts.reduce(0) { $0 + $1.devices }
+            for (app, devices) in counts { print("\(app): \(devices)") }
+            print(dryRun ? "would deactivate \(total) devices idle for over \(idleDays) days" : "deactivated \(total) devices idle for over \(idleDays) days")
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import DeviceRegistry
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+import TestSupport
+
+/// pushctl send/campaign/jobs/job/cancel/prune, as operators and cron run them.
+@Suite("pushctl sending and jobs")
+struct SendCommandTests {
+    let pushctl = BuiltProduct("pushctl")
+
+    func setUp() async throws -> (TestDatabase, [String: String]) {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            let app = try await AppDirectory(client: client, logger: Logger(label: "t")).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
+            for user in 1...3 {
+                _ = try await DeviceRegistry(client: client).register(
+                    DeviceRegistration(token: "tok-\(user)", platform: user == 3 ? "ios" : "android", deviceID: nil, tokenType: nil),
+                    userID: Int64(user), appID: app, logger: Logger(label: "t"))
+            }
+        }
+        return (database, ["DATABASE_URL": database.url])
+    }
+
+    func scalar(_ database: TestDatabase, _ query: PostgresQuery) async throws -> String {
+        try await database.withClient { client in
+            for try await value in try await client.query(query).decode(String.self) { return value }
+            return ""
+        }
+    }
+
+    @Test func cronCampaignWithAnIdempotencyKeySendsOnce() async throws {
+        let (database, env) = try await setUp()
+        let arguments = ["campaign", "--app", "wowa", "--title", "Daily digest", "--data", "kind=digest",
+                         "--idempotency-key", "daily-digest-2026-11-21", "--platform", "android"]
+        let first = try await pushctl.run(arguments, environment: env)
+        let second = try await pushctl.run(arguments, environment: env)
+        #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
+        let id = first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(Int64(id) != nil && second.stdout == first.stdout)
+        #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "1")
+        #expect(try await scalar(database, "SELECT message::text FROM push_jobs") == #"{"data": {"kind": "digest"}, "notification": {"title": "Daily digest"}}"#)
+        #expect(try await scalar(database, "SELECT array_to_string(platforms, ',') FROM push_jobs") == "android")
+    }
+
+    @Test func sendToUsersScheduledAndDryRun() async throws {
+        let (database, env) = try await setUp()
+        let sent = try await pushctl.run(["send", "--app", "wowa", "--user", "1", "--user", "2", "--message", #"{"notification":{"title":"Hi"}}"#,
+                                          "--at", "2030-01-01T09:00:00Z", "--dry-run"], environment: env)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let id = sent.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await scalar(database, "SELECT array_to_string(user_ids, ',') || ' ' || validate_only::text || ' ' || to_char(send_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') FROM push_jobs WHERE id = \(Int64(id)!)")
+                == "1,2 true 2030-01-01 09:00")
+        let listing = try await pushctl.run(["jobs"], environment: env)
+        #expect(listing.status == 0 && listing.stdout.contains("queued") && listing.stdout.contains("wowa"))
+        let detail = try await pushctl.run(["job", id], environment: env)
+        #expect(detail.stdout.contains("job \(id) (app wowa): queued"))
+        #expect(detail.stdout.contains("audience 0: sent 0, failed 0, skipped 0, pending 0"))
+    }
+
+    @Test func cancelStopsAJobAndSkipsItsPendingDeliveries() async throws {
+        let (database, env) = try await setUp()
+        let id = try await pushctl.run(["campaign", "--app", "wowa", "--body", "x"], environment: env).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // What a worker's audience expansion would have written.
+        try await database.withClient { client in
+            _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(Int64(id)!)")
+            _ = try await client.query("INSERT INTO push_deliveries (job_id, device_id) SELECT \(Int64(id)!), id FROM push_devices")
+            _ = try await client.query("UPDATE push_deliveries SET status = 'sent' WHERE device_id = (SELECT min(id) FROM push_devices)")
+        }
+        let cancelled = try await pushctl.run(["cancel", id], environment: env)
+        #expect(cancelled.status == 0 && cancelled.stdout.contains("job \(id) cancelled"), "\(cancelled.stderr)")
+        #expect(try await scalar(database, "SELECT string_agg(status || ':' || COALESCE(error_code, '-'), ',' ORDER BY device_id) FROM push_deliveries")
+                == "sent:-,skipped:CANCELLED,skipped:CANCELLED")
+        let again = try await pushctl.run(["cancel", id], environment: env)
+        #expect(again.status != 0 && again.stderr.contains("job \(id) is already cancelled"))
+        let detail = try await pushctl.run(["job", id], environment: env)
+        #expect(detail.stdout.contains("cancelled") && detail.stdout.contains("audience 3: sent 1, failed 0, skipped 2, pending 0"))
+    }
+
+    @Test func pruneDeactivatesIdleDevicesOnlyWhenNotADryRun() async throws {
+        let (database, env) = try await setUp()
+        try await database.withClient { client in
+            _ = try await client.query("UPDATE push_devices SET last_used_at = now() - interval '300 days' WHERE token IN ('tok-1', 'tok-2')")
+        }
+        let dry = try await pushctl.run(["prune", "--dry-run"], environment: env)
+        #expect(dry.stdout.contains("would deactivate 2 devices idle for over 270 days"), "\(dry.stdout)\(dry.stderr)")
+        #expect(try await scalar(database, "SELECT count(*)::text FROM push_devices WHERE is_active") == "3")
+        let real = try await pushctl.run(["prune", "--idle-days", "270"], environment: env)
+        #expect(real.stdout.contains("wowa: 2") && real.stdout.contains("deactivated 2 devices"))
+        #expect(try await scalar(database, "SELECT string_agg(token || ':' || COALESCE(deactivation_reason, 'active'), ',' ORDER BY token) FROM push_devices")
+                == "tok-1:stale,tok-2:stale,tok-3:active")
+    }
+
+    @Test func badInputIsOneLineAndQueuesNothing() async throws {
+        let (database, env) = try await setUp()
+        let cases: [([String], [String: String], String)] = [
+            (["campaign", "--app", "nope", "--title", "x"], env, #"unknown app code "nope""#),
+            (["campaign", "--app", "wowa", "--message", #"{"token":"x"}"#], env, "message must not carry a target (token)"),
+            (["campaign", "--app", "wowa", "--message", #"{"data":{"n":1}}"#], env, "message.data.n must be a string"),
+            (["campaign", "--app", "wowa"], env, "say what to send"),
+            (["campaign", "--app", "wowa", "--title", "x", "--at", "tomorrow"], env, "--at 'tomorrow' is not an ISO 8601 time"),
+            (["campaign", "--app", "wowa", "--title", "x", "--data", "novalue"], env, "--data must be KEY=VALUE"),
+            (["send", "--app", "wowa", "--title", "x"], env, "name at least one --user"),
+            (["job", "999"], env, "no job 999"),
+            (["cancel", "999"], env, "no job 999"),
+            (["campaign", "--app", "wowa", "--title", "x"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database"),
+        ]
+        for (arguments, environment, message) in cases {
+            let result = try await pushctl.run(arguments, environment: environment)
+            #expect(result.status != 0, "\(arguments)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1, "\(arguments): \(result.stderr)")
+        }
+        #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "0")
+    }
+
+    @Test(arguments: ["send", "campaign", "jobs", "job", "cancel", "prune"])
+    func everyNewCommandHasHelp(_ command: String) async throws {
+        let result = try await pushctl.run([command, "--help"])
+        #expect(result.status == 0 && result.stdout.contains("USAGE:"))
+    }
+}
