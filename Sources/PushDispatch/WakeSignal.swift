@@ -32,17 +32,24 @@ final class WakeSignal: Sendable {
         }
     }
 
+    /// Cancellation-aware: `wait(upTo:)` cancels this when its timer wins, possibly before this
+    /// has parked; checking under the lock and releasing on cancel means it never parks for good.
     private func parkUntilSignalled() async {
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.pending {
-                    state.pending = false
-                    return true
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLock { state -> Bool in
+                    if state.pending {
+                        state.pending = false
+                        return true
+                    }
+                    if Task.isCancelled { return true }
+                    state.waiter = continuation
+                    return false
                 }
-                state.waiter = continuation
-                return false
+                if now { continuation.resume() }
             }
-            if now { continuation.resume() }
+        } onCancel: {
+            releaseWaiter()
         }
     }
 
