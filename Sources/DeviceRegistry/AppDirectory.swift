@@ -86,6 +86,10 @@ public struct AppDirectory: Sendable {
         return apps
     }
 
+    public func app(code: String) async throws -> App? {
+        try await Self.first(client.query("SELECT \(unescaped: Self.columns) FROM apps WHERE code = \(code)", logger: logger))
+    }
+
     public func exists(id: Int64) async throws -> Bool {
         let rows = try await client.query("SELECT EXISTS (SELECT 1 FROM apps WHERE id = \(id))", logger: logger)
         for try await exists in rows.decode(Bool.self) { return exists }

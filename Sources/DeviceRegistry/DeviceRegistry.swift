@@ -61,15 +61,17 @@ public struct DeviceRegistry: Sendable {
         return false
     }
 
-    /// The user's devices in the app, active ones first, most recently used first.
-    public func devices(userID: Int64, appID: Int64, logger: Logger) async throws -> [Device] {
+    /// The app's devices (one user's, when `userID` is given), active ones first, most recently
+    /// used first.
+    public func devices(appID: Int64, userID: Int64?, limit: Int? = nil, logger: Logger) async throws -> [Device] {
         let rows = try await client.query(
             """
             SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
                    last_used_at, created_at, deactivated_at, deactivation_reason
               FROM push_devices
-             WHERE user_id = \(userID) AND app_id = \(appID)
+             WHERE app_id = \(appID) AND (\(userID)::bigint IS NULL OR user_id = \(userID))
              ORDER BY is_active DESC, last_used_at DESC, id DESC
+             LIMIT \(limit)
             """, logger: logger)
         var devices: [Device] = []
         for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?).self) {

@@ -14,14 +14,19 @@ public enum ConfigurationError: Error, CustomStringConvertible, Equatable {
 }
 
 /// Reads the programs' settings from environment variables; an empty value counts as unset.
+/// A program declares every name it reads, and reading an undeclared one traps: the declared
+/// list is what the help text, the README and the deploy files are checked against.
 public struct EnvironmentSettings: Sendable {
     let values: [String: String]
+    let declared: Set<String>
 
-    public init(_ values: [String: String]) {
+    public init(_ values: [String: String], declared: Set<String>) {
         self.values = values
+        self.declared = declared
     }
 
     public func value(_ name: String) -> String? {
+        precondition(declared.contains(name), "\(name) is read but not declared")
         guard let value = values[name], !value.isEmpty else { return nil }
         return value
     }

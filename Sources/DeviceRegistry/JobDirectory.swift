@@ -3,19 +3,28 @@ import Logging
 import PostgresNIO
 
 /// A job as operators see it: the same rows the worker writes, counted, no second bookkeeping.
-public struct JobSummary: Sendable, Equatable {
+/// Encoded as the HTTP API shows it.
+public struct JobSummary: Sendable, Equatable, Encodable {
     public let id: Int64
     public let appCode: String
     public let status: String
     public let sendAt: Date
     public let createdAt: Date
     public let finishedAt: Date?
-    public let lastError: String?
     public let audience: Int
     public let sent: Int
     public let failed: Int
     public let skipped: Int
     public let pending: Int
+    /// FCM `validate_only`: every message checked by FCM, nothing delivered.
+    public let dryRun: Bool
+    /// The job's own error (why it failed as a whole), else the first failed delivery's.
+    public let firstError: String?
+}
+
+/// Why the enqueue functions refused a job (SQLSTATE 22023): the message names the field.
+public struct EnqueueRejected: Error, CustomStringConvertible, Equatable {
+    public let description: String
 }
 
 /// Enqueueing, listing, cancelling jobs, and pruning idle devices: what pushctl (and cron) do.
@@ -34,18 +43,23 @@ public struct JobDirectory: Sendable {
     public func enqueue(appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
                         idempotencyKey: String?, sendAt: Date?, dryRun: Bool) async throws -> Int64 {
         let rows: PostgresRowSequence
-        if let userIDs {
-            rows = try await client.query(
+        do {
+            if let userIDs {
+                rows = try await client.query(
                 """
-                SELECT push_enqueue(app_code => \(appCode), user_ids => \(userIDs), message => \(message)::jsonb,
-                                    idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
-                """, logger: logger)
-        } else {
-            rows = try await client.query(
-                """
-                SELECT push_enqueue_campaign(app_code => \(appCode), message => \(message)::jsonb, platforms => \(platforms),
-                                             idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
-                """, logger: logger)
+                    SELECT push_enqueue(app_code => \(appCode), user_ids => \(userIDs), message => \(message)::jsonb,
+                                        idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
+                    """, logger: logger)
+            } else {
+                rows = try await client.query(
+                    """
+                    SELECT push_enqueue_campaign(app_code => \(appCode), message => \(message)::jsonb, platforms => \(platforms),
+                                                 idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
+                    """, logger: logger)
+            }
+        } catch where ["22023", "22P02"].contains(DatabaseErrorText.sqlState(error)) {
+            // 22P02: the message is not JSON at all.
+            throw EnqueueRejected(description: DatabaseErrorText.describe(error))
         }
         for try await id in rows.decode(Int64.self) { return id }
         preconditionFailure("the enqueue functions return one row")
@@ -116,7 +130,10 @@ public struct JobDirectory: Sendable {
     }
 
     private static let select = """
-        SELECT j.id, a.code, j.status, j.send_at, j.created_at, j.finished_at, j.last_error,
+        SELECT j.id, a.code, j.status, j.send_at, j.created_at, j.finished_at, j.validate_only,
+               COALESCE(j.last_error,
+                        (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
+                          WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
                count(d.id)::int,
                count(d.id) FILTER (WHERE d.status = 'sent')::int,
                count(d.id) FILTER (WHERE d.status = 'failed')::int,
@@ -128,9 +145,10 @@ public struct JobDirectory: Sendable {
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, String?, Int, Int, Int, Int, Int).self) {
+        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String?, Int, Int, Int, Int, Int).self) {
             jobs.append(JobSummary(id: row.0, appCode: row.1, status: row.2, sendAt: row.3, createdAt: row.4, finishedAt: row.5,
-                                   lastError: row.6, audience: row.7, sent: row.8, failed: row.9, skipped: row.10, pending: row.11))
+                                   audience: row.8, sent: row.9, failed: row.10, skipped: row.11, pending: row.12,
+                                   dryRun: row.6, firstError: row.7))
         }
         return jobs
     }

@@ -11,22 +11,32 @@ public struct APIConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// The longest a request waits for the database before answering 503.
     public var databaseDeadline: Duration
+    /// The bearer token of the service/admin endpoints; without one they answer 404.
+    public var adminToken: String?
 
     public init(databaseURL: String, host: String = "127.0.0.1", port: Int = 8080,
                 jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
-                databaseDeadline: Duration = .seconds(5)) {
+                databaseDeadline: Duration = .seconds(5), adminToken: String? = nil) {
         self.databaseURL = databaseURL
         self.host = host
         self.port = port
         self.jwt = jwt
         self.logLevel = logLevel
         self.databaseDeadline = databaseDeadline
+        self.adminToken = adminToken
     }
 
-    /// Reads `DATABASE_URL`, `API_HOST`, `API_PORT`, `JWT_SECRET`, `JWT_PUBLIC_KEY_FILE`,
-    /// `JWT_ISSUER`, `JWT_AUDIENCE` and `LOG_LEVEL`.
+    /// Every environment variable push-api reads.
+    public static let environmentVariables: Set<String> = [
+        "DATABASE_URL", "API_HOST", "API_PORT", "JWT_SECRET", "JWT_PUBLIC_KEY_FILE", "JWT_ISSUER", "JWT_AUDIENCE",
+        "PUSH_ADMIN_TOKEN", "LOG_LEVEL",
+    ]
+
+    /// The shortest admin token accepted: a guessable one would open every user's notifications.
+    public static let minimumAdminTokenLength = 16
+
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> APIConfiguration {
-        let settings = EnvironmentSettings(environment)
+        let settings = EnvironmentSettings(environment, declared: environmentVariables)
         var jwt = UserTokenVerifier.Configuration(
             hmacSecret: settings.value("JWT_SECRET"), issuer: settings.value("JWT_ISSUER"), audience: settings.value("JWT_AUDIENCE"))
         if let path = settings.value("JWT_PUBLIC_KEY_FILE") {
@@ -36,8 +46,13 @@ public struct APIConfiguration: Sendable {
             jwt.publicKeyPEM = pem
             jwt.publicKeyPath = path
         }
+        let adminToken = settings.value("PUSH_ADMIN_TOKEN")
+        if let adminToken, adminToken.utf8.count < minimumAdminTokenLength {
+            throw .invalid("PUSH_ADMIN_TOKEN", "must be at least \(minimumAdminTokenLength) characters (e.g. openssl rand -hex 32)")
+        }
         return APIConfiguration(
             databaseURL: try settings.required("DATABASE_URL"), host: settings.value("API_HOST") ?? "127.0.0.1",
-            port: try settings.integer("API_PORT", in: 0...65535) ?? 8080, jwt: jwt, logLevel: try settings.logLevel() ?? .info)
+            port: try settings.integer("API_PORT", in: 0...65535) ?? 8080, jwt: jwt, logLevel: try settings.logLevel() ?? .info,
+            adminToken: adminToken)
     }
 }

@@ -11,7 +11,8 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let postgres = try DatabaseConfiguration.parse(configuration.databaseURL)
     let verifier = try await UserTokenVerifier(configuration.jwt)
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
-    let router = try buildRouter(client: client, verifier: verifier, deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
+    let router = try buildRouter(client: client, verifier: verifier, adminToken: configuration.adminToken,
+                                 deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api"),
@@ -19,7 +20,8 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
         logger: logger)
 }
 
-func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, deadline: DatabaseDeadline, logger: Logger) throws -> Router<APIRequestContext> {
+func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
+                 logger: Logger) throws -> Router<APIRequestContext> {
     guard let documentURL = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
           let document = try? Data(contentsOf: documentURL)
     else {
@@ -36,5 +38,10 @@ func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, deadline: 
     let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger), deadline: deadline)
     DeviceController(registry: DeviceRegistry(client: client), deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
+    let admin = AdminAuthenticator(token: adminToken)
+    AdminController(jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
+                    deadline: deadline)
+        .addRoutes(notifications: router.group("push/notifications").add(middleware: admin),
+                   admin: router.group("admin").add(middleware: admin))
     return router
 }

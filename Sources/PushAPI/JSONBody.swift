@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import Hummingbird
 import NIOCore
@@ -31,6 +32,8 @@ enum JSONBody {
         }
         do {
             return try JSONDecoder().decode(T.self, from: buffer)
+        } catch let error as APIError {
+            throw error
         } catch let error as DecodingError {
             throw describe(error)
         } catch {
@@ -63,19 +66,11 @@ enum JSONBody {
         case is String.Type, is String?.Type: "a string"
         case is Bool.Type: "a boolean"
         case is Int.Type, is Int64.Type: "an integer"
+        case is [Int64].Type, is [String].Type: "an array"
+        case is [String: Any].Type: "an object"
         default: "of another type"
         }
     }
 
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .custom { date, encoder in
-            var container = encoder.singleValueContainer()
-            try container.encode(date.formatted(isoFormat))
-        }
-        return encoder
-    }()
-
-    private static let isoFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
+    private static let encoder = WireJSON.makeEncoder()
 }

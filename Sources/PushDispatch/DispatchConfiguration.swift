@@ -27,10 +27,14 @@ public struct DispatchConfiguration: Sendable {
         self.databaseURL = databaseURL
     }
 
-    /// Reads DATABASE_URL, FCM_BASE_URL, GOOGLE_TOKEN_URL, PUSH_CA_FILE, WORKER_CONCURRENCY,
-    /// METRICS_PORT, LOG_LEVEL and WORKER_LEASE_SECONDS.
+    /// Every environment variable push-worker reads.
+    public static let environmentVariables: Set<String> = [
+        "DATABASE_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT",
+        "WORKER_LEASE_SECONDS", "LOG_LEVEL",
+    ]
+
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DispatchConfiguration {
-        let settings = EnvironmentSettings(environment)
+        let settings = EnvironmentSettings(environment, declared: environmentVariables)
         var configuration = DispatchConfiguration(databaseURL: try settings.required("DATABASE_URL"))
         if let url = settings.value("FCM_BASE_URL") { configuration.fcmBaseURL = url }
         if let url = settings.value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }

@@ -7,9 +7,10 @@ import Logging
 struct PushCTL: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushctl",
-        abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, pruning.",
-        discussion: "Every command reads DATABASE_URL (or --database-url).",
-        subcommands: [Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Prune.self])
+        abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, the delivery audit, devices, pruning.",
+        discussion: "Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default warning).",
+        subcommands: [Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Deliveries.self,
+                      Devices.self, Prune.self])
 }
 
 /// Options every database command shares.

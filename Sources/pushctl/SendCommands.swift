@@ -33,7 +33,7 @@ struct MessageOptions: ParsableArguments {
 
     func sendAt() throws -> Date? {
         guard let at else { return nil }
-        guard let date = try? Date(at, strategy: .iso8601) else {
+        guard let date = ISO8601Time.parse(at) else {
             throw CLIError("--at '\(at)' is not an ISO 8601 time such as 2026-12-01T09:00:00Z")
         }
         return date
@@ -106,22 +106,98 @@ struct Jobs: AsyncParsableCommand {
 }
 
 struct Job: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one job: status, delivery counts, its error.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show one job: status, delivery counts, its first error.",
+        discussion: """
+            With --watch, follows the job with a progress bar until it finishes, and exits 0 when it \
+            completed, 1 when it failed or was cancelled.
+            """)
 
     @OptionGroup var database: DatabaseOptions
     @Argument(help: "The job id.") var id: Int64
+    @Flag(help: "Follow the job until it finishes.") var watch = false
+    @Option(help: "Seconds between looks while watching.") var interval: Double = 1
 
     func run() async throws {
         try await reportingErrors {
-            guard let job = try await withDatabase(database, { client, logger in
-                try await JobDirectory(client: client, logger: logger).job(id)
-            }) else { throw CLIError("no job \(id)") }
-            print("""
-                job \(job.id) (app \(job.appCode)): \(job.status)
-                send at: \(job.sendAt.formatted(.iso8601))\(job.finishedAt.map { ", finished \($0.formatted(.iso8601))" } ?? "")
-                audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped), pending \(job.pending)
-                """ + (job.lastError.map { "\nerror: \($0)" } ?? ""))
+            guard interval > 0 else { throw CLIError("--interval must be positive") }
+            let finished = try await withDatabase(database) { client, logger in
+                let jobs = JobDirectory(client: client, logger: logger)
+                guard var job = try await jobs.job(id) else { throw CLIError("no job \(id)") }
+                guard watch else {
+                    print(JobReport.text(job))
+                    return job
+                }
+                var progress = ProgressLine()
+                progress.show(job)
+                while !JobReport.isFinished(job) {
+                    try await Task.sleep(for: .seconds(interval))
+                    guard let next = try await jobs.job(id) else { throw CLIError("job \(id) disappeared") }
+                    job = next
+                    progress.show(job)
+                }
+                progress.end()
+                print(JobReport.text(job))
+                return job
+            }
+            if watch, finished.status != "completed" { throw ExitCode.failure }
         }
+    }
+}
+
+/// How a job reads in a terminal.
+enum JobReport {
+    static func isFinished(_ job: JobSummary) -> Bool {
+        ["completed", "failed", "cancelled"].contains(job.status)
+    }
+
+    static func text(_ job: JobSummary) -> String {
+        var lines = [
+            "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : "")",
+            "send at: \(job.sendAt.formatted(.iso8601))" + (job.finishedAt.map { ", finished \($0.formatted(.iso8601))" } ?? ""),
+            "audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped), pending \(job.pending)",
+        ]
+        if let error = job.firstError { lines.append("first error: \(error)") }
+        return lines.joined(separator: "\n")
+    }
+
+    /// `[##########··········]  52%  5200/10000  sent 5100  failed 50  skipped 50  running`
+    static func bar(_ job: JobSummary, width: Int = 30) -> String {
+        let done = job.sent + job.failed + job.skipped
+        let fraction = job.audience == 0 ? (isFinished(job) ? 1 : 0) : Double(done) / Double(job.audience)
+        let filled = Int((fraction * Double(width)).rounded(.down))
+        let state = job.status == "queued" && job.sendAt > Date() ? "queued until \(job.sendAt.formatted(.iso8601))" : job.status
+        return "[" + String(repeating: "#", count: filled) + String(repeating: "·", count: width - filled) + "] "
+            + "\(Int((fraction * 100).rounded(.down)))%".leftPadded(4)
+            + "  \(done)/\(job.audience)  sent \(job.sent)  failed \(job.failed)  skipped \(job.skipped)  \(state)"
+    }
+}
+
+/// Redraws one line on a terminal; elsewhere (a log file, a pipe) prints a line per change.
+struct ProgressLine {
+    private let isTerminal = isatty(STDOUT_FILENO) == 1
+    private var last: String?
+
+    mutating func show(_ job: JobSummary) {
+        let line = JobReport.bar(job)
+        guard line != last else { return }
+        last = line
+        if isTerminal {
+            print("\r\u{1B}[2K" + line, terminator: "")
+            fflush(nil)  // all streams: `stdout` itself is a C global Swift 6 refuses
+        } else {
+            print(line)
+        }
+    }
+
+    func end() {
+        if isTerminal { print() }
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
     }
 }
 

@@ -3,10 +3,13 @@ enum TextTable {
     static func render(header: [String], rows: [[String]]) -> String {
         let all = [header] + rows
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
-        return all.map { row in
-            row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
-            }.joined(separator: "  ")
-        }.joined(separator: "\n")
+        return all.map { line($0, widths: widths) }.joined(separator: "\n")
+    }
+
+    /// One row padded to `widths`; the last cell is never padded.
+    static func line(_ cells: [String], widths: [Int]) -> String {
+        cells.enumerated().map { index, cell in
+            index == cells.count - 1 || index >= widths.count ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ", startingAt: 0)
+        }.joined(separator: "  ")
     }
 }

@@ -48,7 +48,7 @@ struct DeviceRegistryTests {
             #expect(state[0].0 == 1 && state[0].1 == false && state[0].2 == "account_switch")
             #expect(state[1].0 == 2 && state[1].1 == true && state[1].2 == nil)
             // The old account's devices no longer include an active one.
-            let old = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            let old = try await registry.devices(appID: app, userID: 1, logger: testLogger)
             #expect(old.allSatisfy { !$0.isActive })
         }
     }
@@ -101,9 +101,9 @@ struct DeviceRegistryTests {
             #expect(try await rows(client, token: "tok-logout").map(\.1) == [true])
 
             #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app, logger: testLogger))
-            let afterFirst = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            let afterFirst = try await registry.devices(appID: app, userID: 1, logger: testLogger)
             #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app, logger: testLogger))
-            let afterSecond = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            let afterSecond = try await registry.devices(appID: app, userID: 1, logger: testLogger)
             try #require(afterFirst.count == 1)
             #expect(afterFirst[0].isActive == false && afterFirst[0].deactivationReason == "logout")
             #expect(afterFirst[0].deactivatedAt != nil)
@@ -120,7 +120,7 @@ struct DeviceRegistryTests {
             _ = try await registry.deactivate(deviceID: first.id, userID: 1, appID: app, logger: testLogger)
             let again = try await registry.register(registration("tok-back"), userID: 1, appID: app, logger: testLogger)
             #expect(!again.created && again.device.id == first.id && again.device.isActive)
-            let listed = try await registry.devices(userID: 1, appID: app, logger: testLogger)
+            let listed = try await registry.devices(appID: app, userID: 1, logger: testLogger)
             #expect(listed.first?.deactivatedAt == nil && listed.first?.deactivationReason == nil)
         }
     }

@@ -35,18 +35,27 @@ struct OperationsTests {
     }
 
     /// `/openapi.yaml` is kept true: every operation it declares is routed, and answers with
-    /// one of the statuses it declares for it.
-    @Test func everyDeclaredOperationIsServedWithADeclaredStatus() async throws {
+    /// one of the statuses it declares for it, with the admin endpoints enabled and disabled.
+    @Test(arguments: [true, false])
+    func everyDeclaredOperationIsServedWithADeclaredStatus(adminEnabled: Bool) async throws {
         let fixture = try await APIFixture.make()
-        try await fixture.test(.live) { client in
+        var configuration = fixture.configuration()
+        configuration.adminToken = adminEnabled ? Self.adminToken : nil
+        let app = try await buildApplication(configuration, logger: apiLogger)
+        try await app.test(.live) { client in
             let document = try await client.execute(uri: "/openapi.yaml", method: .get)
             #expect(document.status == .ok)
             let operations = OpenAPIOperations.parse(document.text)
-            #expect(operations.count == 7)
+            #expect(operations.count == 13)
             for operation in operations {
                 let uri = operation.path.replacingOccurrences(of: "{id}", with: "1")
-                let json = operation.method == .post ? #"{"token":"openapi-walk","platform":"web"}"# : nil
-                let response = try await client.send(operation.method, uri, token: fixture.token(), json: json)
+                let isAdmin = !operation.path.hasPrefix("/push/devices")
+                let json: String? = switch (operation.method, isAdmin) {
+                case (.post, false): #"{"token":"openapi-walk","platform":"web"}"#
+                case (.post, true): #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"walk"}}}"#
+                default: nil
+                }
+                let response = try await client.send(operation.method, uri, token: isAdmin ? Self.adminToken : fixture.token(), json: json)
                 #expect(operation.statuses.contains(Int(response.status.code)),
                         "\(operation.method) \(operation.path) answered \(response.status.code), declared \(operation.statuses)")
                 if response.status.code >= 400 {
@@ -56,13 +65,16 @@ struct OperationsTests {
         }
     }
 
+    static let adminToken = "openapi-walk-admin-token-0123456789"
+
     @Test func everyRouteTheRouterServesIsDeclared() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
             let declared = OpenAPIOperations.parse(try await client.execute(uri: "/openapi.yaml", method: .get).text)
                 .map { "\($0.method) \($0.path)" }
             let served = ["POST /push/devices", "GET /push/devices", "DELETE /push/devices/{id}", "GET /healthz", "GET /readyz",
-                          "GET /metrics", "GET /openapi.yaml"]
+                          "GET /metrics", "GET /openapi.yaml", "POST /push/notifications", "GET /admin/jobs", "GET /admin/jobs/{id}",
+                          "DELETE /admin/jobs/{id}", "POST /admin/jobs/{id}/cancel", "GET /admin/deliveries"]
             // Every route of the router (Sources/PushAPI/Application+build.swift) appears.
             #expect(Set(served).subtracting(declared).isEmpty)
         }

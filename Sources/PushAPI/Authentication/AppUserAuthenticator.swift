@@ -30,11 +30,8 @@ struct AppUserAuthenticator: RouterMiddleware {
     }
 
     static func accessToken(in request: Request) -> String? {
-        if let authorization = request.headers[.authorization] {
-            let parts = authorization.split(separator: " ", maxSplits: 1)
-            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-            let token = parts[1].trimmingCharacters(in: .whitespaces)
-            return token.isEmpty ? nil : token
+        if request.headers[.authorization] != nil {
+            return request.bearerToken
         }
         if let cookie = request.cookies["accessToken"], !cookie.value.isEmpty {
             return cookie.value

@@ -97,7 +97,7 @@ struct DeviceController {
         let user = try context.requireAppUser()
         let (registry, logger) = (self.registry, context.logger)
         let devices = try await deadline.run {
-            try await registry.devices(userID: user.userID, appID: user.appID, logger: logger)
+            try await registry.devices(appID: user.appID, userID: user.userID, logger: logger)
         }
         return JSONBody.response(DeviceList(devices: devices.map(DeviceBody.init)))
     }

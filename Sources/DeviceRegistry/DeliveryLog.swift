@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One row of the audit log as admins see it: the worker's `push_deliveries` row with its
+/// device's user, app and platform, and the token masked. Encoded as the HTTP API and
+/// `pushctl deliveries --format json` show it.
+public struct DeliveryRecord: Sendable, Equatable, Encodable {
+    public let id: Int64
+    public let jobID: Int64
+    public let deviceID: Int64
+    public let userID: Int64
+    public let appCode: String
+    public let platform: String
+    /// The first 20 characters of the device token, then `…`.
+    public let maskedToken: String
+    public let status: String
+    public let errorCode: String?
+    public let errorMessage: String?
+    public let fcmMessageID: String?
+    public let attempts: Int
+    public let createdAt: Date
+    public let updatedAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case id, jobID = "jobId", deviceID = "deviceId", userID = "userId", appCode, platform, maskedToken = "token", status
+        case errorCode, errorMessage, fcmMessageID = "fcmMessageId", attempts, createdAt, updatedAt
+    }
+}
+
+/// Which deliveries to read; every field narrows, nil means any.
+public struct DeliveryFilter: Sendable, Equatable {
+    public var jobID: Int64?
+    public var userID: Int64?
+    public var appCode: String?
+    public var status: String?
+    /// Deliveries changed at or after this time.
+    public var since: Date?
+
+    public static let statuses = ["pending", "sent", "failed", "skipped"]
+
+    public init(jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: String? = nil, since: Date? = nil) {
+        self.jobID = jobID
+        self.userID = userID
+        self.appCode = appCode
+        self.status = status
+        self.since = since
+    }
+}
+
+/// Reads the delivery audit log, newest first, by keyset: a page ends at a delivery id and the
+/// next one starts below it, so rows inserted meanwhile (always with higher ids) never shift a
+/// page, and nothing is read twice or skipped.
+public struct DeliveryLog: Sendable {
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    public struct Page: Sendable, Equatable {
+        public let deliveries: [DeliveryRecord]
+        /// The id to pass as `below` for the next page; nil on the last page.
+        public let nextCursor: Int64?
+    }
+
+    public func page(_ filter: DeliveryFilter, below cursor: Int64?, limit: Int) async throws -> Page {
+        var deliveries: [DeliveryRecord] = []
+        try await each(filter, below: cursor, limit: limit + 1) { deliveries.append($0) }
+        guard deliveries.count > limit else { return Page(deliveries: deliveries, nextCursor: nil) }
+        deliveries.removeLast()
+        return Page(deliveries: deliveries, nextCursor: deliveries.last?.id)
+    }
+
+    /// Calls `body` for each matching delivery as the rows arrive, without holding them: a
+    /// whole campaign's log streams through in constant memory.
+    public func each(_ filter: DeliveryFilter, below cursor: Int64? = nil, limit: Int? = nil,
+                     _ body: (DeliveryRecord) throws -> Void) async throws {
+        let rows = try await client.query(
+            """
+            SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
+                   d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at
+              FROM push_deliveries d
+              JOIN push_devices v ON v.id = d.device_id
+              JOIN apps a ON a.id = v.app_id
+             WHERE (\(filter.jobID)::bigint IS NULL OR d.job_id = \(filter.jobID))
+               AND (\(filter.userID)::bigint IS NULL OR v.user_id = \(filter.userID))
+               AND (\(filter.appCode)::text IS NULL OR a.code = \(filter.appCode))
+               AND (\(filter.status)::text IS NULL OR d.status = \(filter.status))
+               AND (\(filter.since)::timestamptz IS NULL OR d.updated_at >= \(filter.since))
+               AND (\(cursor)::bigint IS NULL OR d.id < \(cursor))
+             ORDER BY d.id DESC
+             LIMIT \(limit)
+            """, logger: logger)
+        typealias Row = (Int64, Int64, Int64, Int64, String, String, String, String, String?, String?, String?, Int, Date, Date)
+        for try await row in rows.decode(Row.self) {
+            try body(DeliveryRecord(
+                id: row.0, jobID: row.1, deviceID: row.2, userID: row.3, appCode: row.4, platform: row.5,
+                maskedToken: maskedToken(row.6), status: row.7, errorCode: row.8, errorMessage: row.9,
+                fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13))
+        }
+    }
+}

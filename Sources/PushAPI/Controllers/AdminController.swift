@@ -1,0 +1,238 @@
+import DeviceRegistry
+import Foundation
+import Hummingbird
+import Logging
+
+/// The service/admin endpoints, behind `AdminAuthenticator`: queueing notifications, job
+/// progress and cancellation, and the delivery audit log. They read and write the same rows
+/// as the worker and pushctl, through the same `JobDirectory` and `DeliveryLog`.
+struct AdminController {
+    let jobs: @Sendable (Logger) -> JobDirectory
+    let deliveries: @Sendable (Logger) -> DeliveryLog
+    let deadline: DatabaseDeadline
+
+    func addRoutes(notifications: RouterGroup<APIRequestContext>, admin: RouterGroup<APIRequestContext>) {
+        notifications.post(use: enqueue)
+        admin.get("jobs", use: listJobs)
+        admin.get("jobs/:id", use: job)
+        admin.delete("jobs/:id", use: cancel)
+        admin.post("jobs/:id/cancel", use: cancel)
+        admin.get("deliveries", use: listDeliveries)
+    }
+
+    // MARK: POST /push/notifications
+
+    struct NotificationRequest: Decodable {
+        let appCode: String
+        let userIds: [Int64]?
+        let campaign: Bool?
+        let platforms: [String]?
+        let message: JSONValue
+        let idempotencyKey: String?
+        let sendAt: String?
+        let dryRun: Bool?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case appCode, userIds, campaign, platforms, message, idempotencyKey, sendAt, dryRun
+        }
+
+        init(from decoder: any Decoder) throws {
+            // A misspelt field (`userIDs`, `send_at`) must not silently become a campaign or an immediate send.
+            let any = try decoder.container(keyedBy: AnyKey.self)
+            if let unknown = any.allKeys.first(where: { CodingKeys(stringValue: $0.stringValue) == nil }) {
+                throw APIError.validation("unknown field \(unknown.stringValue); expected one of "
+                    + CodingKeys.allCases.map(\.stringValue).joined(separator: ", "))
+            }
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            appCode = try container.decode(String.self, forKey: .appCode)
+            userIds = try container.decodeIfPresent([Int64].self, forKey: .userIds)
+            campaign = try container.decodeIfPresent(Bool.self, forKey: .campaign)
+            platforms = try container.decodeIfPresent([String].self, forKey: .platforms)
+            message = try container.decode(JSONValue.self, forKey: .message)
+            idempotencyKey = try container.decodeIfPresent(String.self, forKey: .idempotencyKey)
+            sendAt = try container.decodeIfPresent(String.self, forKey: .sendAt)
+            dryRun = try container.decodeIfPresent(Bool.self, forKey: .dryRun)
+        }
+    }
+
+    struct AnyKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    struct JobCreated: Encodable {
+        let jobId: Int64
+    }
+
+    @Sendable func enqueue(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let body = try await JSONBody.decode(NotificationRequest.self, from: request, context: context)
+        guard !body.appCode.isEmpty else { throw APIError.validation("appCode must not be empty") }
+        let campaign = body.campaign ?? false
+        switch (body.userIds, campaign) {
+        case (nil, false): throw APIError.validation("give userIds, or \"campaign\": true for every device of the app")
+        case (.some, true): throw APIError.validation("give either userIds or \"campaign\": true, not both")
+        case (let userIDs?, false):
+            guard (1...10_000).contains(userIDs.count) else { throw APIError.validation("userIds must hold 1 to 10000 user ids") }
+            if let index = userIDs.firstIndex(where: { $0 <= 0 }) {
+                throw APIError.validation("userIds.\(index) must be a positive integer")
+            }
+            if body.platforms != nil { throw APIError.validation("platforms applies to campaigns only") }
+        case (nil, true): break
+        }
+        if let platforms = body.platforms {
+            guard !platforms.isEmpty else { throw APIError.validation("platforms must not be empty (leave it out for all)") }
+            if let index = platforms.firstIndex(where: { Platform(rawValue: $0) == nil }) {
+                throw APIError.validation("platforms.\(index) must be ios, android or web")
+            }
+        }
+        guard case .object = body.message else { throw APIError.validation("message must be a JSON object") }
+        if let key = body.idempotencyKey, !(1...200).contains(key.count) {
+            throw APIError.validation("idempotencyKey must be 1 to 200 characters")
+        }
+        let sendAt = try body.sendAt.map { text in
+            guard let date = ISO8601Time.parse(text) else {
+                throw APIError.validation("sendAt must be an ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z")
+            }
+            return date
+        }
+        let message = String(buffer: JSONBody.encode(body.message))
+        let (jobs, logger) = (self.jobs(context.logger), context.logger)
+        let id: Int64
+        do {
+            id = try await deadline.run {
+                try await jobs.enqueue(appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
+                                       idempotencyKey: body.idempotencyKey, sendAt: sendAt, dryRun: body.dryRun ?? false)
+            }
+        } catch let rejected as EnqueueRejected {
+            let text = rejected.description
+            throw APIError.validation(text.hasPrefix("unknown app code") ? "appCode: \(text)" : text)
+        }
+        logger.info("job queued", metadata: [
+            "push.job_id": "\(id)", "push.app": "\(body.appCode)",
+            "push.audience": "\(body.userIds.map { "\($0.count) users" } ?? "campaign")",
+        ])
+        return JSONBody.response(JobCreated(jobId: id), status: .accepted)
+    }
+
+    // MARK: jobs
+
+    struct JobList: Encodable {
+        let jobs: [JobSummary]
+    }
+
+    static let jobStatuses = ["queued", "running", "completed", "failed", "cancelled"]
+
+    @Sendable func listJobs(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["status", "limit"])
+        let status = try query.oneOf("status", Self.jobStatuses)
+        let limit = try query.integer("limit", in: 1...1000) ?? 50
+        let jobs = self.jobs(context.logger)
+        let found = try await deadline.run { try await jobs.list(status: status, limit: Int(limit)) }
+        return JSONBody.response(JobList(jobs: found))
+    }
+
+    @Sendable func job(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let id = try Self.jobID(context)
+        let jobs = self.jobs(context.logger)
+        guard let job = try await deadline.run({ try await jobs.job(id) }) else { throw APIError.notFound("job \(id) not found") }
+        return JSONBody.response(job)
+    }
+
+    /// Cancels a queued or running job: nothing more is sent, what was sent stays logged.
+    @Sendable func cancel(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let id = try Self.jobID(context)
+        let jobs = self.jobs(context.logger)
+        let (outcome, job) = try await deadline.run { (try await jobs.cancel(id), try await jobs.job(id)) }
+        switch outcome {
+        case .notFound: throw APIError.notFound("job \(id) not found")
+        case .alreadyFinished(let status):
+            throw APIError(.conflict, code: "JOB_FINISHED", "job \(id) is already \(status)")
+        case .cancelled:
+            context.logger.info("job cancelled", metadata: ["push.job_id": "\(id)"])
+            guard let job else { throw APIError.notFound("job \(id) not found") }
+            return JSONBody.response(job)
+        }
+    }
+
+    static func jobID(_ context: APIRequestContext) throws -> Int64 {
+        guard let id = context.parameters.get("id").flatMap({ Int64($0) }), id > 0 else {
+            throw APIError.validation("job id must be a positive integer")
+        }
+        return id
+    }
+
+    // MARK: GET /admin/deliveries
+
+    struct DeliveryPage: Encodable {
+        let deliveries: [DeliveryRecord]
+        /// Pass as `cursor` for the next (older) page; null on the last page.
+        let nextCursor: String?
+
+        enum CodingKeys: String, CodingKey { case deliveries, nextCursor }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(deliveries, forKey: .deliveries)
+            try container.encode(nextCursor, forKey: .nextCursor)
+        }
+    }
+
+    @Sendable func listDeliveries(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let query = try QueryParameters(request, allowed: ["jobId", "userId", "appCode", "status", "since", "limit", "cursor"])
+        let filter = DeliveryFilter(
+            jobID: try query.integer("jobId", in: 1...Int64.max), userID: try query.integer("userId", in: 1...Int64.max),
+            appCode: query.string("appCode"), status: try query.oneOf("status", DeliveryFilter.statuses),
+            since: try query.time("since"))
+        let limit = try query.integer("limit", in: 1...1000) ?? 100
+        let cursor = try query.integer("cursor", in: 1...Int64.max, message: "cursor must be a nextCursor this endpoint returned")
+        let log = deliveries(context.logger)
+        let page = try await deadline.run { try await log.page(filter, below: cursor, limit: Int(limit)) }
+        return JSONBody.response(DeliveryPage(deliveries: page.deliveries,
+                                              nextCursor: page.nextCursor.map(String.init)))
+    }
+}
+
+/// A query string read strictly: unknown or repeated parameters are errors naming the parameter,
+/// so a typo (`job_id=`) never widens an audit query to everything.
+struct QueryParameters {
+    private var values: [String: String] = [:]
+
+    init(_ request: Request, allowed: Set<String>) throws {
+        for (key, value) in request.uri.queryParameters {
+            let name = String(key)
+            guard allowed.contains(name) else {
+                throw APIError.validation("unknown query parameter \(name); expected one of \(allowed.sorted().joined(separator: ", "))")
+            }
+            guard values[name] == nil else { throw APIError.validation("\(name) is given twice") }
+            values[name] = String(value)
+        }
+    }
+
+    func string(_ name: String) -> String? {
+        values[name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    func integer(_ name: String, in range: ClosedRange<Int64>, message: String? = nil) throws -> Int64? {
+        guard let text = string(name) else { return nil }
+        guard let number = Int64(text), range.contains(number) else {
+            throw APIError.validation(message ?? "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return number
+    }
+
+    func oneOf(_ name: String, _ choices: [String]) throws -> String? {
+        guard let text = string(name) else { return nil }
+        guard choices.contains(text) else { throw APIError.validation("\(name) must be one of \(choices.joined(separator: ", "))") }
+        return text
+    }
+
+    func time(_ name: String) throws -> Date? {
+        guard let text = string(name) else { return nil }
+        guard let date = ISO8601Time.parse(text) else {
+            throw APIError.validation("\(name) must be an ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z")
+        }
+        return date
+    }
+}

@@ -1,0 +1,132 @@
+import ArgumentParser
+import DeviceRegistry
+import Foundation
+
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
+    case table, json, csv
+}
+
+struct Deliveries: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The delivery audit log, newest first, tokens masked.",
+        discussion: "Rows stream as they are read: a whole campaign's log can be exported without holding it in memory.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "Only this job's deliveries.") var job: Int64?
+    @Option(help: "Only this user's deliveries.") var user: Int64?
+    @Option(help: "Only this app's deliveries (app code).") var app: String?
+    @Option(help: "Only deliveries in this status: pending, sent, failed or skipped.") var status: String?
+    @Option(help: "Only deliveries changed at or after this ISO 8601 time.") var since: String?
+    @Option(help: "At most this many rows (default: all).") var limit: Int?
+    @Option(help: "table, json (one array) or csv.") var format: OutputFormat = .table
+
+    func run() async throws {
+        try await reportingErrors {
+            if let status, !DeliveryFilter.statuses.contains(status) {
+                throw CLIError("--status must be one of \(DeliveryFilter.statuses.joined(separator: ", "))")
+            }
+            if let limit, limit < 1 { throw CLIError("--limit must be at least 1") }
+            let since = try self.since.map { text in
+                guard let date = ISO8601Time.parse(text) else {
+                    throw CLIError("--since '\(text)' is not an ISO 8601 time such as 2026-12-01T09:00:00Z")
+                }
+                return date
+            }
+            let filter = DeliveryFilter(jobID: job, userID: user, appCode: app, status: status, since: since)
+            var output = DeliveryWriter(format: format)
+            try await withDatabase(database) { client, logger in
+                try await DeliveryLog(client: client, logger: logger).each(filter, limit: limit) { try output.write($0) }
+            }
+            output.finish()
+        }
+    }
+}
+
+/// Writes delivery rows one at a time in the chosen format, so nothing accumulates.
+struct DeliveryWriter {
+    let format: OutputFormat
+    private var count = 0
+    private let encoder = WireJSON.makeEncoder()
+
+    static let columns = ["ID", "JOB", "USER", "APP", "PLATFORM", "TOKEN", "STATUS", "ATTEMPTS", "UPDATED", "ERROR"]
+    /// Fixed widths: a streamed table cannot measure rows it has not read yet.
+    static let widths = [10, 8, 10, 12, 8, 22, 8, 8, 24]
+
+    init(format: OutputFormat) {
+        self.format = format
+    }
+
+    mutating func write(_ record: DeliveryRecord) throws {
+        defer { count += 1 }
+        switch format {
+        case .table:
+            if count == 0 { print(TextTable.line(Self.columns, widths: Self.widths)) }
+            print(TextTable.line(Self.cells(record), widths: Self.widths))
+        case .csv:
+            if count == 0 {
+                print(["id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
+                       "error_message", "fcm_message_id", "device_id", "created_at"].joined(separator: ","))
+            }
+            let cells = [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform,
+                         record.maskedToken, record.status, String(record.attempts), WireJSON.formatted(record.updatedAt),
+                         record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
+                         WireJSON.formatted(record.createdAt)]
+            print(cells.map(Self.csvField).joined(separator: ","))
+        case .json:
+            print(count == 0 ? "[" : ",", String(decoding: try encoder.encode(record), as: UTF8.self), separator: "")
+        }
+    }
+
+    func finish() {
+        switch format {
+        case .json: print(count == 0 ? "[]" : "]")
+        case .table where count == 0: print("no deliveries match")
+        case .table, .csv: break
+        }
+    }
+
+    static func cells(_ record: DeliveryRecord) -> [String] {
+        let error = [record.errorCode, record.errorMessage].compactMap { $0 }.joined(separator: ": ")
+        return [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform,
+                record.maskedToken, record.status, String(record.attempts), WireJSON.formatted(record.updatedAt), error]
+    }
+
+    /// RFC 4180: quote a field holding a comma, quote or line break; double its quotes.
+    static func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}
+
+struct Devices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "An app's devices (one user's with --user), tokens masked.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "App code.") var app: String
+    @Option(help: "Only this user's devices.") var user: Int64?
+    @Option(help: "At most this many, active and most recently used first.") var limit = 1000
+
+    func run() async throws {
+        try await reportingErrors {
+            guard limit >= 1 else { throw CLIError("--limit must be at least 1") }
+            let devices = try await withDatabase(database) { client, logger in
+                guard let found = try await AppDirectory(client: client, logger: logger).app(code: app) else {
+                    throw CLIError("no app with code '\(app)' (see pushctl app list)")
+                }
+                return try await DeviceRegistry(client: client).devices(appID: found.id, userID: user, limit: limit, logger: logger)
+            }
+            guard !devices.isEmpty else {
+                print(user.map { "user \($0) has no devices in \(app)" } ?? "\(app) has no devices")
+                return
+            }
+            print(TextTable.render(
+                header: ["ID", "USER", "PLATFORM", "TOKEN", "TYPE", "DEVICE", "ACTIVE", "LAST USED", "DEACTIVATED"],
+                rows: devices.map { device in
+                    [String(device.id), String(device.userID), device.platform.rawValue, maskedToken(device.token),
+                     device.tokenType.rawValue, device.deviceID ?? "-", device.isActive ? "yes" : "no",
+                     WireJSON.formatted(device.lastUsedAt),
+                     device.deactivatedAt.map { "\(WireJSON.formatted($0)) (\(device.deactivationReason ?? "?"))" } ?? "-"]
+                }))
+        }
+    }
+}
