@@ -84,23 +84,43 @@ public struct JobDirectory: Sendable {
     /// Cancels a queued or running job: nothing more is sent; what was sent stays logged, and its
     /// pending deliveries not in flight become `skipped` (CANCELLED).
     public func cancel(_ id: Int64) async throws -> Cancellation {
-        try await client.withTransaction(logger: logger) { connection in
-            var previous: String?
-            for try await status in try await connection.query(
-                "SELECT status FROM push_jobs WHERE id = \(id) FOR UPDATE", logger: logger
-            ).decode(String.self) { previous = status }
-            guard let previous else { return .notFound }
-            guard ["queued", "running"].contains(previous) else { return .alreadyFinished(status: previous) }
-            try await connection.query(
-                "UPDATE push_jobs SET status = 'cancelled', finished_at = now() WHERE id = \(id)", logger: logger)
-            try await connection.query(
-                """
-                UPDATE push_deliveries SET status = 'skipped', error_code = 'CANCELLED', error_message = 'the job was cancelled',
-                                           lease_owner = NULL, updated_at = now()
-                 WHERE job_id = \(id) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
-                """, logger: logger)
-            return .cancelled
+        if try await end(id, .cancelled) { return .cancelled }
+        for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(id)", logger: logger).decode(String.self) {
+            return .alreadyFinished(status: status)
         }
+        return .notFound
+    }
+
+    public enum Ending: Sendable {
+        case cancelled
+        /// The job as a whole cannot be delivered (no credentials, refused payload, …).
+        case failed(reason: String)
+    }
+
+    /// Ends a queued or running job for good, in one statement: the job row, and its pending
+    /// deliveries that no worker holds (in-flight ones are recorded when their send returns,
+    /// and the worker then sends nothing more). False when the job was not queued or running.
+    @discardableResult
+    public func end(_ id: Int64, _ ending: Ending) async throws -> Bool {
+        let (status, deliveryStatus, code, message, reason): (String, String, String, String, String?) = switch ending {
+        case .cancelled: ("cancelled", "skipped", "CANCELLED", "the job was cancelled", nil)
+        case .failed(let reason): ("failed", "failed", "JOB_FAILED", reason, reason)
+        }
+        let rows = try await client.query(
+            """
+            WITH job AS (
+                UPDATE push_jobs SET status = \(status), finished_at = now(), last_error = \(reason)
+                 WHERE id = \(id) AND status IN ('queued', 'running')
+                RETURNING id),
+            settled AS (
+                UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),
+                                           lease_owner = NULL, updated_at = now()
+                 WHERE job_id IN (SELECT id FROM job) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
+                RETURNING 1)
+            SELECT count(*) > 0 FROM job
+            """, logger: logger)
+        for try await ended in rows.decode(Bool.self) { return ended }
+        return false
     }
 
     /// Deactivates active devices not seen for `idleDays` (reason `stale`), or only counts them.

@@ -199,17 +199,7 @@ struct DeliveryQueue: Sendable {
 
     /// Fails a job with a reason for people; its deliveries not in flight fail with it.
     func fail(job: Int64, error: String) async throws {
-        try await client.query(
-            """
-            UPDATE push_jobs SET status = 'failed', finished_at = now(), last_error = \(error)
-             WHERE id = \(job) AND status IN ('queued', 'running')
-            """, logger: logger)
-        try await client.query(
-            """
-            UPDATE push_deliveries
-               SET status = 'failed', error_code = 'JOB_FAILED', error_message = \(error), updated_at = now()
-             WHERE job_id = \(job) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
-            """, logger: logger)
+        try await JobDirectory(client: client, logger: logger).end(job, .failed(reason: error))
     }
 
     /// Queue depth and the age of the oldest due job, for /metrics.

@@ -13,7 +13,8 @@ struct PushAPICommand: AsyncParsableCommand {
         discussion: """
             Configuration comes from the environment: DATABASE_URL (required), JWT_SECRET (HS256, at \
             least 32 bytes) and/or JWT_PUBLIC_KEY_FILE (RSA or EC P-256 PEM), JWT_ISSUER, JWT_AUDIENCE, \
-            API_HOST (default 127.0.0.1), API_PORT (default 8080), LOG_LEVEL (default info). \
+            PUSH_ADMIN_TOKEN (bearer token of the service/admin endpoints, at least 16 characters; unset: \
+            they answer 404), API_HOST (default 127.0.0.1), API_PORT (default 8080), LOG_LEVEL (default info). \
             The options below override the environment.
             """)
 

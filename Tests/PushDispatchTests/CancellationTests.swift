@@ -11,7 +11,7 @@ struct CancellationTests {
     @Test func cancelWhileRunningStopsSendingAndKeepsWhatWasSent() async throws {
         try await WorkerFixture.with { fixture in
             fixture.emulator.script(tokenPrefix: "cancel-dev-", .slow(.milliseconds(200)))
-            try await fixture.sql { client in
+            _ = try await fixture.sql { client in
                 try await client.query(
                     "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(fixture.appID), 'cancel-dev-' || g, 'ios' FROM generate_series(1, 300) g")
             }

@@ -226,7 +226,7 @@ struct DispatchTests {
     @Test func twoWorkersOnOneCampaignNeverSendADeviceTwice() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...600).map { "tok-shared-\($0)" }
-            try await fixture.sql { client in
+            _ = try await fixture.sql { client in
                 try await client.query(
                     """
                     INSERT INTO push_devices (user_id, app_id, token, platform)

@@ -18,7 +18,7 @@ struct WorkerProcessTests {
     }
 
     func seed(_ fixture: WorkerFixture, count: Int, prefix: String) async throws -> [String] {
-        try await fixture.sql { client in
+        _ = try await fixture.sql { client in
             try await client.query(
                 """
                 INSERT INTO push_devices (user_id, app_id, token, platform)
@@ -106,7 +106,7 @@ struct WorkerProcessTests {
             _ = try await client.query("CREATE DATABASE restart_test")
         }
         let database = TestDatabase(url: cluster.url(database: "restart_test"), name: "restart_test")
-        try await database.withClient { client in
+        _ = try await database.withClient { client in
             try await MigrationRunner.bundled().run(on: client, logger: workerLogger)
         }
         try await FCMEmulator.withRunning(.init(retainedMessageLimit: 10), logger: workerLogger) { emulator in

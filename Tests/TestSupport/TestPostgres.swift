@@ -79,7 +79,7 @@ public actor TestPostgres {
             try await client.query("DROP DATABASE IF EXISTS \(unescaped: templateName)")
             _ = try await client.query("CREATE DATABASE \(unescaped: templateName) TEMPLATE template0")
         }
-        try await Self.withClient(url: server.url(database: templateName)) { client in
+        _ = try await Self.withClient(url: server.url(database: templateName)) { client in
             try await MigrationRunner.bundled().run(on: client, logger: Logger(label: "test-migrations"))
         }
         return server

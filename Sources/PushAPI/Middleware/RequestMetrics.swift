@@ -24,7 +24,7 @@ final class RequestMetrics: Sendable {
         let counter = counters.withLock { counters in
             if let counter = counters[counterKey] { return counter }
             let counter = registry.makeCounter(
-                name: "http_requests_total",
+                descriptor: MetricNameDescriptor(metricName: "http_requests", unitName: "total", helpText: "requests answered, by route and status"),
                 labels: [("method", method), ("route", route), ("status", statusLabel)])
             counters[counterKey] = counter
             return counter
@@ -34,7 +34,7 @@ final class RequestMetrics: Sendable {
         let histogram = durations.withLock { durations in
             if let histogram = durations[histogramKey] { return histogram }
             let histogram = registry.makeDurationHistogram(
-                name: "http_request_duration_seconds",
+                descriptor: MetricNameDescriptor(metricName: "http_request_duration", unitName: "seconds", helpText: "time to answer, by route"),
                 labels: [("method", method), ("route", route)], buckets: Self.buckets)
             durations[histogramKey] = histogram
             return histogram
