@@ -64,6 +64,11 @@ public struct DeliveryLog: Sendable {
         public let deliveries: [DeliveryRecord]
         /// The id to pass as `below` for the next page; nil on the last page.
         public let nextCursor: Int64?
+
+        public init(deliveries: [DeliveryRecord], nextCursor: Int64?) {
+            self.deliveries = deliveries
+            self.nextCursor = nextCursor
+        }
     }
 
     public func page(_ filter: DeliveryFilter, below cursor: Int64?, limit: Int) async throws -> Page {

@@ -25,6 +25,10 @@ public struct JobSummary: Sendable, Equatable, Encodable {
 /// Why the enqueue functions refused a job (SQLSTATE 22023): the message names the field.
 public struct EnqueueRejected: Error, CustomStringConvertible, Equatable {
     public let description: String
+
+    public init(description: String) {
+        self.description = description
+    }
 }
 
 /// Enqueueing, listing, cancelling jobs, and pruning idle devices: what pushctl (and cron) do.
