@@ -61,11 +61,12 @@ public struct JobDirectory: Sendable {
                                                  idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
                     """, logger: logger)
             }
+            // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
+            for try await id in rows.decode(Int64.self) { return id }
         } catch where ["22023", "22P02"].contains(DatabaseErrorText.sqlState(error)) {
             // 22P02: the message is not JSON at all.
             throw EnqueueRejected(description: DatabaseErrorText.describe(error))
         }
-        for try await id in rows.decode(Int64.self) { return id }
         preconditionFailure("the enqueue functions return one row")
     }
 

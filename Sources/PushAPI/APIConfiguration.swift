@@ -46,7 +46,8 @@ public struct APIConfiguration: Sendable {
             jwt.publicKeyPEM = pem
             jwt.publicKeyPath = path
         }
-        let adminToken = settings.value("PUSH_ADMIN_TOKEN")
+        // A secret file's trailing newline is not part of the token clients send.
+        let adminToken = settings.value("PUSH_ADMIN_TOKEN")?.trimmingCharacters(in: .whitespacesAndNewlines)
         if let adminToken, adminToken.utf8.count < minimumAdminTokenLength {
             throw .invalid("PUSH_ADMIN_TOKEN", "must be at least \(minimumAdminTokenLength) characters (e.g. openssl rand -hex 32)")
         }

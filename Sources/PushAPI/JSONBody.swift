@@ -18,7 +18,9 @@ enum JSONBody {
     }
 
     /// Reads and decodes a JSON request body; every failure is an `APIError`.
-    static func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext,
+                                     limit: Int? = nil) async throws -> T {
+        let limit = limit ?? context.maxUploadSize
         guard let contentType = request.headers[.contentType],
               let mediaType = MediaType(from: contentType), mediaType.isType(.applicationJson)
         else {
@@ -26,9 +28,9 @@ enum JSONBody {
         }
         let buffer: ByteBuffer
         do {
-            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+            buffer = try await request.body.collect(upTo: limit)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, code: "PAYLOAD_TOO_LARGE", "the body must be at most \(context.maxUploadSize) bytes")
+            throw APIError(.contentTooLarge, code: "PAYLOAD_TOO_LARGE", "the body must be at most \(limit) bytes")
         }
         do {
             return try JSONDecoder().decode(T.self, from: buffer)

@@ -187,6 +187,7 @@ struct ProgressLine {
             fflush(nil)  // all streams: `stdout` itself is a C global Swift 6 refuses
         } else {
             print(line)
+            fflush(nil)  // a log being tailed sees each change as it happens
         }
     }
 

@@ -26,13 +26,13 @@ struct APIFixture {
         return APIFixture(database: database, appID: appID)
     }
 
-    func configuration(jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret)) -> APIConfiguration {
-        APIConfiguration(databaseURL: database.url, host: "127.0.0.1", port: 0, jwt: jwt)
+    func configuration(jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret), adminToken: String? = nil) -> APIConfiguration {
+        APIConfiguration(databaseURL: database.url, host: "127.0.0.1", port: 0, jwt: jwt, adminToken: adminToken)
     }
 
     func test<T>(_ framework: TestingSetup = .router, jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret),
-                 _ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
-        let app = try await buildApplication(configuration(jwt: jwt), logger: apiLogger)
+                 adminToken: String? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+        let app = try await buildApplication(configuration(jwt: jwt, adminToken: adminToken), logger: apiLogger)
         return try await app.test(framework, body)
     }
 

@@ -6,7 +6,7 @@ import PushDispatch
 import Testing
 import TestSupport
 
-@Suite("Cancelling a running job")
+@Suite("Cancelling and scheduling jobs")
 struct CancellationTests {
     @Test func cancelWhileRunningStopsSendingAndKeepsWhatWasSent() async throws {
         try await WorkerFixture.with { fixture in
@@ -34,6 +34,36 @@ struct CancellationTests {
             #expect(sent == acceptedLater, "every accepted send is logged as sent")
             #expect(rows.values.allSatisfy { $0.status != "pending" })
             #expect(try await fixture.finished(job, within: .seconds(1)).status == "cancelled")
+        }
+    }
+
+    /// A scheduled job lives in its row: it outlasts a worker restart, fires within a second or
+    /// two of its time (the poll finds it; nothing NOTIFYs at send time), and once cancelled never fires.
+    @Test func scheduledJobsSurviveARestartFireOnTimeAndCancelledOnesNever() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register(["tok-scheduled", "tok-called-off"], users: [1, 2])
+            let sendAt = Date().addingTimeInterval(4)
+            let scheduled = try await fixture.enqueue(users: [1], sendAt: sendAt)
+            let calledOff = try await fixture.enqueue(users: [2], sendAt: sendAt)
+            #expect(try await fixture.sql { try await JobDirectory(client: $0, logger: workerLogger).cancel(calledOff) } == .cancelled)
+            // A first worker runs and stops before the time; a second one is up when it comes.
+            try await fixture.withWorker { try await Task.sleep(for: .seconds(1)) }
+            #expect(fixture.emulator.stats.accepted == 0)
+            try await fixture.withWorker {
+                #expect(try await fixture.finished(scheduled).status == "completed")
+                try await Task.sleep(for: .seconds(1))
+            }
+            let lag = try await fixture.sql { client in
+                for try await seconds in try await client.query(
+                    "SELECT extract(epoch FROM d.updated_at - j.send_at)::float8 FROM push_deliveries d JOIN push_jobs j ON j.id = d.job_id WHERE j.id = \(scheduled)"
+                ).decode(Double.self) { return seconds }
+                return -1
+            }
+            #expect(lag >= 0 && lag < 2, "sent \(lag) s after its time")
+            #expect(fixture.emulator.stats(for: "tok-scheduled").accepted == 1)
+            #expect(fixture.emulator.stats(for: "tok-called-off").accepted == 0)
+            #expect(try await fixture.deliveries(calledOff).isEmpty)
+            #expect(try await fixture.finished(calledOff, within: .seconds(1)).status == "cancelled")
         }
     }
 }

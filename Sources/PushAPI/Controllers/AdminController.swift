@@ -62,12 +62,15 @@ struct AdminController {
         init?(intValue: Int) { nil }
     }
 
+    /// Room for 10,000 user ids of any size and a 4 KiB message; the device routes keep 16 KiB.
+    static let notificationBodyLimit = 256 * 1024
+
     struct JobCreated: Encodable {
         let jobId: Int64
     }
 
     @Sendable func enqueue(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let body = try await JSONBody.decode(NotificationRequest.self, from: request, context: context)
+        let body = try await JSONBody.decode(NotificationRequest.self, from: request, context: context, limit: Self.notificationBodyLimit)
         guard !body.appCode.isEmpty else { throw APIError.validation("appCode must not be empty") }
         let campaign = body.campaign ?? false
         switch (body.userIds, campaign) {
