@@ -20,8 +20,15 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
     }
     services.append(Dispatcher(configuration: configuration, client: client, http: http, metrics: metrics, logger: logger))
     let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: signals, logger: logger))
+    logger.info("push-worker starting", metadata: [
+        "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
+        "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",
+        "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
+    ])
     do {
-        try await group.run()
+        try await ProgramStartup.listening(on: "0.0.0.0", port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
+            try await group.run()
+        }
     } catch {
         try? await http.shutdown()
         throw error

@@ -13,6 +13,16 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             (all on one line). The TLS certificate authority is generated at
             every start and written to --ca-out.
 
+            Service accounts: only accounts registered with --service-account,
+            --demo-service-account or the admin API may mint tokens, each for its
+            own project_id. --demo-service-account FILE generates FILE when it does
+            not exist: a fresh RSA-2048 service account of project demo-project
+            (client_email push-demo@demo-project.iam.gserviceaccount.com), written
+            with mode 0600 in the shape of a Google service-account JSON key, so a
+            sender can be given the same file (pushctl app add --service-account
+            FILE). An existing FILE is reused, so the pair survives restarts;
+            scripts/run uses this for its demo mode.
+
             Endpoints:
               POST /token       JWT-bearer grant: an RS256 assertion signed by a
                                 registered service account
@@ -71,6 +81,15 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
     var serviceAccountFiles: [String] = []
 
     @Option(
+        name: .customLong("demo-service-account"),
+        help: ArgumentHelp(
+            "Like --service-account, but first generate the file (project demo-project, mode 0600) when it does not exist.",
+            valueName: "file"
+        )
+    )
+    var demoServiceAccountFile: String?
+
+    @Option(
         name: .customLong("prefix-rule"),
         help: ArgumentHelp("Script every token starting with PREFIX (repeatable).", valueName: "prefix=outcome")
     )
@@ -89,6 +108,30 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let listening = ListeningFlag()
+        do {
+            try await serve(listening)
+        } catch let error as ValidationError {
+            throw error  // a bad argument: ArgumentParser shows it with the usage
+        } catch let error as StartupError {
+            throw Self.fail(error.message)
+        } catch {
+            let text = "\(error)"
+            if listening.isSet { throw Self.fail(text) }
+            // NIO's bind error reads "bind(descriptor:ptr:bytes:): Address already in use) (errno: 98)".
+            if text.contains("Address already in use") {
+                throw Self.fail("\(host):\(port) is already in use (choose another --port, or 0 for a free one)")
+            }
+            throw Self.fail("cannot start on \(host):\(port): \(text)")
+        }
+    }
+
+    private func serve(_ listening: ListeningFlag) async throws {
+        var serviceAccountFiles = serviceAccountFiles
+        if let demoServiceAccountFile {
+            try Self.ensureDemoServiceAccount(at: demoServiceAccountFile)
+            serviceAccountFiles.append(demoServiceAccountFile)
+        }
         var configuration = FCMEmulator.Configuration(
             host: host,
             port: port,
@@ -98,10 +141,17 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             prefixRules: try prefixRules.map(Self.parsePrefixRule) + (noDefaultPrefixes ? [] : PrefixRule.standard),
             retainedMessageLimit: retainedMessages
         )
-        let caPath = URL(fileURLWithPath: caOut).standardizedFileURL.path
-        if configuration.tls { configuration.caFilePath = caPath }
+        let caURL = URL(fileURLWithPath: caOut).standardizedFileURL
+        if configuration.tls {
+            let folder = caURL.deletingLastPathComponent().path
+            guard FileManager.default.isWritableFile(atPath: folder) else {
+                throw StartupError("--ca-out \(caOut): cannot write to the folder \(folder)")
+            }
+            configuration.caFilePath = caURL.path
+        }
 
         let emulator = FCMEmulator(configuration: configuration) { running in
+            listening.set()
             let settings = "FCM_BASE_URL=\(running.baseURL) GOOGLE_TOKEN_URL=\(running.tokenURL) PUSH_CA_FILE=\(running.caFilePath ?? "")\n"
             // Unbuffered, so that a script reading our stdout sees the line at once.
             FileHandle.standardOutput.write(Data(settings.utf8))
@@ -109,17 +159,61 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
         try await emulator.runService()
     }
 
+    /// A startup failure is one line on stderr and exit status 1, never a usage text or a stack trace.
+    private static func fail(_ message: String) -> ExitCode {
+        FileHandle.standardError.write(Data("fcm-emulator: \(message)\n".utf8))
+        return ExitCode.failure
+    }
+
+    static let demoProjectID = "demo-project"
+    static let demoClientEmail = "push-demo@demo-project.iam.gserviceaccount.com"
+
+    /// Generates a demo service account at `path` unless a file is already there. The key is written to a
+    /// private temporary file (mode 0600 from the start) and linked into place, so a reader never sees a
+    /// half-written file and a concurrent start never overwrites another's key.
+    private static func ensureDemoServiceAccount(at path: String) throws {
+        guard !FileManager.default.fileExists(atPath: path) else { return }
+        let fixture: ServiceAccountFixture
+        do {
+            fixture = try ServiceAccountFixture.generate(projectID: demoProjectID, clientEmail: demoClientEmail)
+        } catch {
+            throw StartupError("cannot generate a demo service account: \(error)")
+        }
+        let contents = Data((fixture.json() + "\n").utf8)
+        let temporary = "\(path).tmp-\(getpid())"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else {
+            throw StartupError("cannot write the demo service account \(path): \(String(cString: strerror(errno)))")
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        defer { unlink(temporary) }
+        do {
+            try handle.write(contentsOf: contents)
+            try handle.synchronize()
+            try handle.close()
+        } catch {
+            throw StartupError("cannot write the demo service account \(path): \(error.localizedDescription)")
+        }
+        if link(temporary, path) != 0 {
+            let error = errno
+            if error == EEXIST { return }  // another start won the race: use its file
+            throw StartupError("cannot write the demo service account \(path): \(String(cString: strerror(error)))")
+        }
+        FileHandle.standardError.write(Data(
+            "fcm-emulator: generated demo service account \(demoClientEmail) (project \(demoProjectID)) in \(path)\n".utf8))
+    }
+
     private static func readServiceAccount(path: String) throws -> ServiceAccount {
         let contents: Data
         do {
             contents = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            throw ValidationError("cannot read service account \(path): \(error.localizedDescription)")
+            throw StartupError("cannot read service account \(path): \(error.localizedDescription)")
         }
         do {
             return try ServiceAccount(serviceAccountJSON: contents)
         } catch {
-            throw ValidationError("service account \(path): \(error)")
+            throw StartupError("service account \(path): \(error)")
         }
     }
 
@@ -130,6 +224,21 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
         }
         return PrefixRule(prefix: String(parts[0]), outcome: outcome)
     }
+}
+
+/// A failure to start that is not about the arguments' syntax: a missing file, a port in use.
+struct StartupError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// Set once the emulator listens: failures before that are failures to start.
+final class ListeningFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
 }
 
 /// Top-level code picks ParsableCommand's synchronous `main()`; an async function gets the async one.

@@ -30,7 +30,10 @@ struct PushAPICommand: AsyncParsableCommand {
         let succeeded = await ProgramStartup.run("push-api") {
             let configuration = try APIConfiguration.fromEnvironment(environment)
             ProgramStartup.bootstrapLogging(level: configuration.logLevel)
-            try await buildApplication(configuration, logger: Logger(label: "push-api")).runService()
+            let app = try await buildApplication(configuration, logger: Logger(label: "push-api"))
+            try await ProgramStartup.listening(on: configuration.host, port: configuration.port, setting: "API_PORT") {
+                try await app.runService()
+            }
         }
         if !succeeded { throw ExitCode.failure }
     }

@@ -7,7 +7,7 @@ import TestSupport
 import DeviceRegistry
 
 /// push-worker as deployed: a process that gets SIGTERM on deploys and SIGKILL on crashes.
-@Suite("push-worker process lifecycle")
+@Suite("push-worker process lifecycle", .timeLimit(.minutes(3)))
 struct WorkerProcessTests {
     let worker = BuiltProduct("push-worker")
 
