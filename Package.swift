@@ -181,7 +181,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DeployTests",
-            dependencies: ["PushAPI", "PushDispatch", .product(name: "Yams", package: "Yams")]
+            dependencies: ["PushAPI", "PushDispatch", "TestSupport", .product(name: "Yams", package: "Yams")]
         ),
     ],
     swiftLanguageModes: [.v6]

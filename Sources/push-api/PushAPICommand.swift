@@ -30,7 +30,10 @@ struct PushAPICommand: AsyncParsableCommand {
         let succeeded = await ProgramStartup.run("push-api") {
             let configuration = try APIConfiguration.fromEnvironment(environment)
             ProgramStartup.bootstrapLogging(level: configuration.logLevel)
-            let app = try await buildApplication(configuration, logger: Logger(label: "push-api"))
+            let logger = Logger(label: "push-api")
+            let app = try await buildApplication(configuration, logger: logger)
+            // After every setting is checked: a configuration mistake is reported without a 5 s wait.
+            try await DatabaseReachability.verify(url: configuration.databaseURL, logger: logger)
             try await ProgramStartup.listening(on: configuration.host, port: configuration.port, setting: "API_PORT") {
                 try await app.runService()
             }

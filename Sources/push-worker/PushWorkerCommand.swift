@@ -30,7 +30,9 @@ struct PushWorkerCommand: AsyncParsableCommand {
         let succeeded = await ProgramStartup.run("push-worker") {
             let configuration = try DispatchConfiguration.fromEnvironment(environment)
             ProgramStartup.bootstrapLogging(level: configuration.logLevel)
-            try await runWorker(configuration, logger: Logger(label: "push-worker"))
+            let logger = Logger(label: "push-worker")
+            try await DatabaseReachability.verify(url: configuration.databaseURL, logger: logger)
+            try await runWorker(configuration, logger: logger)
         }
         if !succeeded { throw ExitCode.failure }
     }

@@ -21,12 +21,9 @@ func withDatabase<T: Sendable>(_ options: DatabaseOptions, _ body: (PostgresClie
         group.addTask { await client.run() }
         defer { group.cancelAll() }
         do {
-            // Without a bound the pool would keep retrying an unreachable server for a minute.
-            try await DatabaseDeadline(limit: .seconds(5)).run { _ = try await client.query("SELECT 1", logger: logger) }
+            try await DatabaseReachability.verify(client, configuration: configuration, logger: logger)
         } catch {
-            let target = configuration.host.map { "\($0):\(configuration.port ?? 5432)" } ?? configuration.unixSocketPath ?? "?"
-            let reason = error is DatabaseUnavailable ? "no connection within 5 seconds" : DatabaseErrorText.describe(error)
-            throw CLIError("cannot reach the database at \(target): \(reason)")
+            throw CLIError("\(error)")
         }
         return try await body(client, logger)
     }

@@ -15,6 +15,10 @@ struct StartupErrorTests {
         ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "WORKER_CONCURRENCY": "lots"], "push-worker: WORKER_CONCURRENCY: 'lots' is not an integer"),
         ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "fcm.googleapis.com"], "push-worker: FCM_BASE_URL: 'fcm.googleapis.com' is not an http(s) URL"),
         ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "PUSH_CA_FILE": "/nonexistent.pem"], "push-worker: PUSH_CA_FILE: /nonexistent.pem cannot be read"),
+        // Port 1 on loopback: nothing listens there.
+        ("push-api", ["DATABASE_URL": "postgres://u@127.0.0.1:1/db", "JWT_SECRET": String(repeating: "s", count: 32)],
+         "push-api: cannot reach the database at 127.0.0.1:1: no connection within 5.0 seconds"),
+        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1:1/db"], "push-worker: cannot reach the database at 127.0.0.1:1"),
     ])
     func oneClearLine(product: String, environment: [String: String], message: String) async throws {
         // An empty JWT_SECRET counts as unset: a secret in the test runner's own environment must not leak in.
@@ -22,6 +26,16 @@ struct StartupErrorTests {
         #expect(result.status != 0)
         #expect(result.stderr.hasPrefix(message), "\(result.stderr)")
         #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+    }
+
+    @Test func aPublicKeyFileThatIsNotAKeyIsOneClearLine() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-key-\(UUID().uuidString).pem").path
+        try "-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5\n-----END PUBLIC KEY-----\n".write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let result = try await BuiltProduct("push-api").run(
+            [], environment: ["DATABASE_URL": "postgres://u@127.0.0.1/db", "JWT_SECRET": "", "JWT_PUBLIC_KEY_FILE": path])
+        #expect(result.status != 0)
+        #expect(result.stderr == "push-api: JWT_PUBLIC_KEY_FILE \(path) is not an RSA or EC P-256 public key in PEM form\n")
     }
 
     @Test(arguments: ["push-api", "push-worker"])
