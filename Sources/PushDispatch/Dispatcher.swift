@@ -223,7 +223,6 @@ public struct Dispatcher: Service {
     private func writeResults() async {
         var failures = 0
         while true {
-            await outbox.full.wait(upTo: .milliseconds(50))
             let (batch, closed) = outbox.take()
             if !batch.isEmpty {
                 do {
@@ -234,7 +233,7 @@ public struct Dispatcher: Service {
                     failures += 1
                     // During a shutdown give up after about the drain bound: the leases run out
                     // and another worker settles those deliveries.
-                    if closed && failures > 20 {
+                    if (closed || Task.isCancelled) && failures > 20 {
                         logger.error("giving up writing results at shutdown", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
                         return
                     }
@@ -242,7 +241,13 @@ public struct Dispatcher: Service {
                     continue
                 }
             }
-            if closed && outbox.take().batch.isEmpty { return }
+            // Closed: nothing more comes, and everything taken is written.
+            if closed { return }
+            if Task.isCancelled {
+                await outbox.full.waitForSignal()
+            } else {
+                await outbox.full.wait(upTo: .milliseconds(50))
+            }
         }
     }
 

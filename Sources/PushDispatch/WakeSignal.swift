@@ -32,6 +32,23 @@ final class WakeSignal: Sendable {
         }
     }
 
+    /// Returns on a signal only, whatever the task's cancellation: for the writer, which must
+    /// outlive a cancelled send loop until that loop closes the outbox (a cancelled
+    /// `wait(upTo:)` returns at once, and a loop around it would spin).
+    func waitForSignal() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.pending {
+                    state.pending = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     /// Cancellation-aware: `wait(upTo:)` cancels this when its timer wins, possibly before this
     /// has parked; checking under the lock and releasing on cancel means it never parks for good.
     private func parkUntilSignalled() async {
