@@ -20,6 +20,9 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public let dryRun: Bool
     /// The job's own error (why it failed as a whole), else the first failed delivery's.
     public let firstError: String?
+
+    public static let statuses = ["queued", "running", "completed", "failed", "cancelled"]
+    public static let finishedStatuses = ["completed", "failed", "cancelled"]
 }
 
 /// Why the enqueue functions refused a job (SQLSTATE 22023): the message names the field.
@@ -63,8 +66,9 @@ public struct JobDirectory: Sendable {
             }
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
             for try await id in rows.decode(Int64.self) { return id }
-        } catch where ["22023", "22P02"].contains(DatabaseErrorText.sqlState(error)) {
-            // 22P02: the message is not JSON at all.
+        } catch where DatabaseErrorText.sqlState(error)?.hasPrefix("22") == true {
+            // Data exceptions: the functions' own refusals (22023), a message that is not JSON
+            // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05).
             throw EnqueueRejected(description: DatabaseErrorText.describe(error))
         }
         preconditionFailure("the enqueue functions return one row")
@@ -102,30 +106,35 @@ public struct JobDirectory: Sendable {
         case failed(reason: String)
     }
 
-    /// Ends a queued or running job for good, in one statement: the job row, and its pending
-    /// deliveries that no worker holds (in-flight ones are recorded when their send returns,
-    /// and the worker then sends nothing more). False when the job was not queued or running.
+    /// Ends a queued or running job for good: the job row, then its pending deliveries that no
+    /// worker holds (in-flight ones are recorded when their send returns, and the worker then
+    /// sends nothing more). False when the job was not queued or running.
     @discardableResult
     public func end(_ id: Int64, _ ending: Ending) async throws -> Bool {
         let (status, deliveryStatus, code, message, reason): (String, String, String, String, String?) = switch ending {
         case .cancelled: ("cancelled", "skipped", "CANCELLED", "the job was cancelled", nil)
         case .failed(let reason): ("failed", "failed", "JOB_FAILED", reason, reason)
         }
-        let rows = try await client.query(
-            """
-            WITH job AS (
+        return try await client.withTransaction(logger: logger) { connection in
+            // Waits for a worker expanding the audience (it holds the job row), so the second
+            // statement, with a snapshot of its own, sees the chunk that worker just inserted.
+            var ended = false
+            for try await _ in try await connection.query(
+                """
                 UPDATE push_jobs SET status = \(status), finished_at = now(), last_error = \(reason)
                  WHERE id = \(id) AND status IN ('queued', 'running')
-                RETURNING id),
-            settled AS (
+                RETURNING id
+                """, logger: logger
+            ).decode(Int64.self) { ended = true }
+            guard ended else { return false }
+            try await connection.query(
+                """
                 UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),
                                            lease_owner = NULL, updated_at = now()
-                 WHERE job_id IN (SELECT id FROM job) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
-                RETURNING 1)
-            SELECT count(*) > 0 FROM job
-            """, logger: logger)
-        for try await ended in rows.decode(Bool.self) { return ended }
-        return false
+                 WHERE job_id = \(id) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
+                """, logger: logger)
+            return true
+        }
     }
 
     /// Deactivates active devices not seen for `idleDays` (reason `stale`), or only counts them.

@@ -1,10 +1,13 @@
+import Foundation
+
 /// Any JSON value, decoded and re-encoded as it came: an FCM message is passed through to the
-/// database without the API knowing its every field. Numbers stay numbers, booleans booleans.
+/// database without the API knowing its every field. Numbers stay numbers (as `Decimal`, 38
+/// digits: no rounding through `Double`), booleans booleans.
 indirect enum JSONValue: Codable, Sendable, Equatable {
     case null
     case bool(Bool)
     case integer(Int64)
-    case number(Double)
+    case number(Decimal)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -17,7 +20,7 @@ indirect enum JSONValue: Codable, Sendable, Equatable {
             self = .bool(value)
         } else if let value = try? container.decode(Int64.self) {
             self = .integer(value)
-        } else if let value = try? container.decode(Double.self) {
+        } else if let value = try? container.decode(Decimal.self) {
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
             self = .string(value)

@@ -157,10 +157,14 @@ struct DeliveryQueue: Sendable {
         try await client.query(
             """
             UPDATE push_deliveries d
-               SET status = CASE WHEN r.status = 'pending' AND j.status <> 'running' THEN 'failed' ELSE r.status END,
-                   error_code = CASE WHEN r.status = 'pending' AND j.status <> 'running' THEN 'JOB_' || upper(j.status)
-                                     ELSE NULLIF(r.code, '') END,
-                   error_message = NULLIF(r.message, ''),
+               -- A retry of a job that ended meanwhile is never tried again: skipped like the job's other
+               -- pending deliveries when it was cancelled, failed with it when it failed.
+               SET status = CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN r.status
+                                 WHEN j.status = 'cancelled' THEN 'skipped' ELSE 'failed' END,
+                   error_code = CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
+                                     WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END,
+                   error_message = CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
+                                        WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE NULLIF(r.message, '') END,
                    fcm_message_id = NULLIF(r.message_id, ''),
                    attempts = d.attempts + r.attempted,
                    next_attempt_at = r.next_attempt,

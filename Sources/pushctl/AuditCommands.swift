@@ -27,10 +27,7 @@ struct Deliveries: AsyncParsableCommand {
             }
             if let limit, limit < 1 { throw CLIError("--limit must be at least 1") }
             let since = try self.since.map { text in
-                guard let date = ISO8601Time.parse(text) else {
-                    throw CLIError("--since '\(text)' is not an ISO 8601 time such as 2026-12-01T09:00:00Z")
-                }
-                return date
+                do { return try ISO8601Time.parse(text, field: "--since") } catch { throw CLIError("\(error)") }
             }
             let filter = DeliveryFilter(jobID: job, userID: user, appCode: app, status: status, since: since)
             var output = DeliveryWriter(format: format)

@@ -22,7 +22,7 @@ struct MessageOptions: ParsableArguments {
         if !notification.isEmpty { object["notification"] = notification }
         var entries: [String: String] = [:]
         for entry in data {
-            let parts = entry.split(separator: "=", maxSplits: 1)
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty else { throw CLIError("--data must be KEY=VALUE, got '\(entry)'") }
             entries[String(parts[0])] = String(parts[1])
         }
@@ -33,10 +33,7 @@ struct MessageOptions: ParsableArguments {
 
     func sendAt() throws -> Date? {
         guard let at else { return nil }
-        guard let date = ISO8601Time.parse(at) else {
-            throw CLIError("--at '\(at)' is not an ISO 8601 time such as 2026-12-01T09:00:00Z")
-        }
-        return date
+        do { return try ISO8601Time.parse(at, field: "--at") } catch { throw CLIError("\(error)") }
     }
 }
 
@@ -91,6 +88,10 @@ struct Jobs: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
+            if let status, !JobSummary.statuses.contains(status) {
+                throw CLIError("--status must be one of \(JobSummary.statuses.joined(separator: ", "))")
+            }
+            guard (1...1000).contains(limit) else { throw CLIError("--limit must be 1 to 1000") }
             let jobs = try await withDatabase(database) { client, logger in
                 try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
             }
@@ -148,7 +149,7 @@ struct Job: AsyncParsableCommand {
 /// How a job reads in a terminal.
 enum JobReport {
     static func isFinished(_ job: JobSummary) -> Bool {
-        ["completed", "failed", "cancelled"].contains(job.status)
+        JobSummary.finishedStatuses.contains(job.status)
     }
 
     static func text(_ job: JobSummary) -> String {

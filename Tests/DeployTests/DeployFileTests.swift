@@ -119,10 +119,11 @@ import Yams
         #expect(required.isSubset(of: active), "commented out in compose.env.example: \(required.subtracting(active).sorted())")
     }
 
-    /// On SIGTERM push-worker stops claiming, lets in-flight FCM requests finish (10 s deadline
-    /// each) and records them: every supervisor must wait at least this long before killing it.
+    /// On SIGTERM push-worker stops claiming, lets in-flight sends finish and records them. A send
+    /// is at most four requests of 10 s each (token, send, and after a 401 a new token and a
+    /// resend): every supervisor must wait at least that, plus the last write, before killing it.
     @Test func workerGetsItsDrainBoundToStop() throws {
-        let drainBound = 30.0
+        let drainBound = 45.0
         let compose = try #require(try yamlDocuments(deployFolder.appendingPathComponent("docker-compose.yml")).first)
         let grace = try #require(value(compose, "services", "push-worker", "stop_grace_period") as? String)
         #expect(seconds(grace).map { $0 >= drainBound } == true, "compose push-worker: stop_grace_period \(grace)")
@@ -168,6 +169,8 @@ private let owners: [String: Set<Program>] = [
     "kubernetes Job/push-migrate migrate": [.pushctl],
     "kubernetes Deployment/push-api push-api": [.api],
     "kubernetes Deployment/push-worker push-worker": [.worker],
+    "kubernetes Deployment/push-api migrate": [.pushctl],
+    "kubernetes Deployment/push-worker migrate": [.pushctl],
     "kubernetes CronJob/push-daily-digest daily-digest": [.pushctl],
     "systemd push-migrate.service": [.pushctl],
     "systemd push-api.service": [.api],

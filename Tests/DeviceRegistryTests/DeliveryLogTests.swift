@@ -105,4 +105,53 @@ struct EnqueueRefusalTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
         }
     }
+
+    /// A rehearsal must not swallow the real send: the same key with the other dry-run setting is refused.
+    @Test func aDryRunAndARealSendNeverShareAnIdempotencyKey() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            _ = try await addApp(client)
+            let jobs = JobDirectory(client: client, logger: testLogger)
+            func enqueue(dryRun: Bool) async throws -> Int64 {
+                try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#,
+                                       idempotencyKey: "daily-digest-2026-11-21", sendAt: nil, dryRun: dryRun)
+            }
+            let rehearsal = try await enqueue(dryRun: true)
+            #expect(try await enqueue(dryRun: true) == rehearsal)
+            await #expect(throws: EnqueueRejected(description:
+                #"idempotency key "daily-digest-2026-11-21" was used by dry-run job \#(rehearsal); give the real send its own key"#)) {
+                try await enqueue(dryRun: false)
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 1)
+        }
+    }
+}
+
+@Suite("Ending jobs")
+struct JobEndingTests {
+    /// A worker expanding the audience holds the job row while it inserts a chunk: a cancel
+    /// arriving meanwhile waits, then skips that chunk too. Nothing is left pending for ever.
+    @Test func aCancelDuringAudienceExpansionLeavesNothingPending() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'expand-' || g, 'ios' FROM generate_series(1, 50) g")
+            let job = try await JobDirectory(client: client, logger: testLogger).enqueue(
+                appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil, sendAt: nil, dryRun: false)
+            _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                try await client.withTransaction(logger: testLogger) { expander in
+                    _ = try await expander.query("SELECT id FROM push_jobs WHERE id = \(job) FOR UPDATE", logger: testLogger)
+                    group.addTask { () async throws in
+                        let outcome = try await JobDirectory(client: client, logger: testLogger).cancel(job)
+                        #expect(outcome == .cancelled)
+                    }
+                    try await Task.sleep(for: .milliseconds(300))  // the cancel is now waiting for the row
+                    _ = try await expander.query("INSERT INTO push_deliveries (job_id, device_id) SELECT \(job), id FROM push_devices", logger: testLogger)
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE status = 'pending'") == 0)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE status = 'skipped' AND error_code = 'CANCELLED'") == 50)
+        }
+    }
 }

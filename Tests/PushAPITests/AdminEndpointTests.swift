@@ -161,6 +161,30 @@ struct AdminEndpointTests {
         #expect(try await fixture.database.text("SELECT count(*)::text FROM push_jobs") == "1")
     }
 
+    /// Numbers are passed through digit for digit (jsonb keeps them exactly; a Double would not).
+    @Test func bigAndPreciseNumbersInTheMessageAreStoredExactly() async throws {
+        let fixture = try await APIFixture.make()
+        let message = #"{"apns":{"payload":{"aps":{"badge":1},"order":12345678901234567890,"ratio":0.12345678901234567891}}}"#
+        let id = try await fixture.admin { client in
+            try #require(try await client.admin(.post, "/push/notifications", json: #"{"appCode":"wowa","userIds":[1],"message":\#(message)}"#).jobID)
+        }
+        #expect(try await fixture.database.text("SELECT (message = \(message)::jsonb)::text FROM push_jobs WHERE id = \(id)") == "true")
+    }
+
+    /// PostgreSQL text cannot hold NUL: a 400 naming the refusal, never a 500.
+    @Test func nulCharactersAreRefusedNotA500() async throws {
+        let fixture = try await APIFixture.make()
+        try await fixture.admin { client in
+            for body in [#"{"appCode":"wo\u0000wa","userIds":[1],"message":{}}"#,
+                         #"{"appCode":"wowa","userIds":[1],"idempotencyKey":"k\u0000","message":{}}"#,
+                         #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"a\u0000b"}}}"#] {
+                let response = try await client.admin(.post, "/push/notifications", json: body)
+                #expect(response.status == .badRequest && response.code == "VALIDATION_FAILED", "\(body): \(response.text)")
+            }
+        }
+        #expect(try await fixture.queueState() == "0 jobs:  / ")
+    }
+
     @Test func theSameIdempotencyKeyGivesTheSameJobNeverASecond() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.admin { client in
@@ -392,7 +416,8 @@ struct AdminEndpointTests {
             let cases = [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit"), ("job_id=1", "job_id"), ("jobId=abc", "jobId"),
                          ("jobId=1&jobId=2", "jobId"), ("userId=0", "userId"), ("cursor=abc", "cursor"), ("cursor=0", "cursor"),
                          ("cursor=-5", "cursor"), ("status=delivered", "status"), ("since=yesterday", "since"),
-                         ("since=2026-12-01T09:00:00", "since")]
+                         ("since=2026-12-01T09:00:00", "since"), ("jobId=", "jobId"), ("appCode=", "appCode"),
+                         ("appCode=wo%00wa", "appCode")]
             for (query, names) in cases {
                 let response = try await client.admin(.get, "/admin/deliveries?\(query)")
                 #expect(response.status == .badRequest && response.code == "VALIDATION_FAILED" && response.message.contains(names),

@@ -95,10 +95,7 @@ struct AdminController {
             throw APIError.validation("idempotencyKey must be 1 to 200 characters")
         }
         let sendAt = try body.sendAt.map { text in
-            guard let date = ISO8601Time.parse(text) else {
-                throw APIError.validation("sendAt must be an ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z")
-            }
-            return date
+            do { return try ISO8601Time.parse(text, field: "sendAt") } catch { throw APIError.validation("\(error)") }
         }
         let message = String(buffer: JSONBody.encode(body.message))
         let (jobs, logger) = (self.jobs(context.logger), context.logger)
@@ -125,11 +122,9 @@ struct AdminController {
         let jobs: [JobSummary]
     }
 
-    static let jobStatuses = ["queued", "running", "completed", "failed", "cancelled"]
-
     @Sendable func listJobs(_ request: Request, context: APIRequestContext) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["status", "limit"])
-        let status = try query.oneOf("status", Self.jobStatuses)
+        let status = try query.oneOf("status", JobSummary.statuses)
         let limit = try query.integer("limit", in: 1...1000) ?? 50
         let jobs = self.jobs(context.logger)
         let found = try await deadline.run { try await jobs.list(status: status, limit: Int(limit)) }
@@ -209,12 +204,15 @@ struct QueryParameters {
                 throw APIError.validation("unknown query parameter \(name); expected one of \(allowed.sorted().joined(separator: ", "))")
             }
             guard values[name] == nil else { throw APIError.validation("\(name) is given twice") }
+            // Present but empty (`?jobId=` from an unset shell variable) must not mean "any job".
+            guard !value.isEmpty else { throw APIError.validation("\(name) is empty; leave it out to not filter") }
+            guard !value.contains("\u{0}") else { throw APIError.validation("\(name) must not contain NUL characters") }
             values[name] = String(value)
         }
     }
 
     func string(_ name: String) -> String? {
-        values[name].flatMap { $0.isEmpty ? nil : $0 }
+        values[name]
     }
 
     func integer(_ name: String, in range: ClosedRange<Int64>, message: String? = nil) throws -> Int64? {
@@ -233,9 +231,6 @@ struct QueryParameters {
 
     func time(_ name: String) throws -> Date? {
         guard let text = string(name) else { return nil }
-        guard let date = ISO8601Time.parse(text) else {
-            throw APIError.validation("\(name) must be an ISO 8601 time with a zone, e.g. 2026-12-01T09:00:00Z")
-        }
-        return date
+        do { return try ISO8601Time.parse(text, field: name) } catch { throw APIError.validation("\(error)") }
     }
 }
