@@ -49,8 +49,9 @@ public struct DeliveryFilter: Sendable, Equatable {
 }
 
 /// Reads the delivery audit log, newest first, by keyset: a page ends at a delivery id and the
-/// next one starts below it, so rows inserted meanwhile (always with higher ids) never shift a
-/// page, and nothing is read twice or skipped.
+/// next one starts below it, so rows inserted meanwhile never shift a page and nothing is read
+/// twice. (Ids are taken at insert, not commit: a row committing late below a page already read
+/// is missed by that walk.)
 public struct DeliveryLog: Sendable {
     let client: PostgresClient
     let logger: Logger

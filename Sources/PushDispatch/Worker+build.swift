@@ -26,7 +26,7 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
         "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
     ])
     do {
-        try await ProgramStartup.listening(on: "0.0.0.0", port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
+        try await ProgramStartup.listening(on: workerOperationsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
             try await group.run()
         }
     } catch {

@@ -22,5 +22,9 @@ public func buildWorkerOperations(port: Int, client: PostgresClient, metrics: Di
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                  body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
     }
-    return Application(router: router, configuration: .init(address: .hostname("0.0.0.0", port: port), serverName: "push-worker"), logger: logger)
+    return Application(router: router, configuration: .init(address: .hostname(workerOperationsHost, port: port), serverName: "push-worker"),
+                       logger: logger)
 }
+
+/// Every interface: probes and Prometheus scrape from outside the pod or host.
+let workerOperationsHost = "0.0.0.0"

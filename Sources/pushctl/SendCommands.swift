@@ -101,7 +101,7 @@ struct Jobs: AsyncParsableCommand {
     }
 
     static func row(_ job: JobSummary) -> [String] {
-        [String(job.id), job.appCode, job.status, job.sendAt.formatted(.iso8601), String(job.audience), String(job.sent),
+        [String(job.id), job.appCode, job.status, WireJSON.formatted(job.sendAt), String(job.audience), String(job.sent),
          String(job.failed), String(job.skipped), String(job.pending)]
     }
 }
@@ -155,7 +155,7 @@ enum JobReport {
     static func text(_ job: JobSummary) -> String {
         var lines = [
             "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : "")",
-            "send at: \(job.sendAt.formatted(.iso8601))" + (job.finishedAt.map { ", finished \($0.formatted(.iso8601))" } ?? ""),
+            "send at: \(WireJSON.formatted(job.sendAt))" + (job.finishedAt.map { ", finished \(WireJSON.formatted($0))" } ?? ""),
             "audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped), pending \(job.pending)",
         ]
         if let error = job.firstError { lines.append("first error: \(error)") }
@@ -167,7 +167,7 @@ enum JobReport {
         let done = job.sent + job.failed + job.skipped
         let fraction = job.audience == 0 ? (isFinished(job) ? 1 : 0) : Double(done) / Double(job.audience)
         let filled = Int((fraction * Double(width)).rounded(.down))
-        let state = job.status == "queued" && job.sendAt > Date() ? "queued until \(job.sendAt.formatted(.iso8601))" : job.status
+        let state = job.status == "queued" && job.sendAt > Date() ? "queued until \(WireJSON.formatted(job.sendAt))" : job.status
         return "[" + String(repeating: "#", count: filled) + String(repeating: "·", count: width - filled) + "] "
             + "\(Int((fraction * 100).rounded(.down)))%".leftPadded(4)
             + "  \(done)/\(job.audience)  sent \(job.sent)  failed \(job.failed)  skipped \(job.skipped)  \(state)"

@@ -120,16 +120,17 @@ struct WorkerProcessTests {
             emulator.script(tokenPrefix: "db-dev-", .slow(.milliseconds(50)))
             let tokens = try await seed(fixture, count: 300, prefix: "db-dev-")
             let job = try await fixture.campaign()
-            var configuration = fixture.configuration
-            configuration.concurrency = 10
-            let status = try await fixture.withWorker(configuration) { () async throws -> String in
-                try await waitForSends(fixture, job, atLeast: 30)
-                cluster.stop()
-                try await Task.sleep(for: .seconds(2))
-                try cluster.restart()
-                return try await fixture.finished(job, within: .seconds(90)).status
-            }
-            #expect(status == "completed")
+            // The real process: its log explains a failure, and it can never hang the test run.
+            let process = try worker.start(environment: environment(fixture, concurrency: 10))
+            defer { process.signal(SIGKILL) }
+            try await waitForSends(fixture, job, atLeast: 30)
+            cluster.stop()
+            try await Task.sleep(for: .seconds(2))
+            try cluster.restart()
+            let status = try await fixture.finished(job, within: .seconds(90)).status
+            #expect(status == "completed", "\(process.log)")
+            process.signal(SIGTERM)
+            #expect(await process.exitStatus(within: .seconds(20)) == 0, "\(process.log)")
             #expect(tokens.allSatisfy { emulator.stats(for: $0).accepted >= 1 })
         }
     }
