@@ -53,6 +53,36 @@ struct AdminController {
             sendAt = try container.decodeIfPresent(String.self, forKey: .sendAt)
             dryRun = try container.decodeIfPresent(Bool.self, forKey: .dryRun)
         }
+
+        /// Every rule the request must meet before it reaches SQL, each refusal naming its field;
+        /// returns the parsed `sendAt`.
+        func validated() throws -> Date? {
+            guard !appCode.isEmpty else { throw APIError.validation("appCode must not be empty") }
+            switch (userIds, campaign ?? false) {
+            case (nil, false): throw APIError.validation("give userIds, or \"campaign\": true for every device of the app")
+            case (.some, true): throw APIError.validation("give either userIds or \"campaign\": true, not both")
+            case (let userIDs?, false):
+                guard (1...10_000).contains(userIDs.count) else { throw APIError.validation("userIds must hold 1 to 10000 user ids") }
+                if let index = userIDs.firstIndex(where: { $0 <= 0 }) {
+                    throw APIError.validation("userIds.\(index) must be a positive integer")
+                }
+                if platforms != nil { throw APIError.validation("platforms applies to campaigns only") }
+            case (nil, true): break
+            }
+            if let platforms {
+                guard !platforms.isEmpty else { throw APIError.validation("platforms must not be empty (leave it out for all)") }
+                if let index = platforms.firstIndex(where: { Platform(rawValue: $0) == nil }) {
+                    throw APIError.validation("platforms.\(index) must be ios, android or web")
+                }
+            }
+            guard case .object = message else { throw APIError.validation("message must be a JSON object") }
+            if let key = idempotencyKey, !(1...200).contains(key.count) {
+                throw APIError.validation("idempotencyKey must be 1 to 200 characters")
+            }
+            return try sendAt.map { text in
+                do { return try ISO8601Time.parse(text, field: "sendAt") } catch { throw APIError.validation("\(error)") }
+            }
+        }
     }
 
     struct AnyKey: CodingKey {
@@ -71,32 +101,7 @@ struct AdminController {
 
     @Sendable func enqueue(_ request: Request, context: APIRequestContext) async throws -> Response {
         let body = try await JSONBody.decode(NotificationRequest.self, from: request, context: context, limit: Self.notificationBodyLimit)
-        guard !body.appCode.isEmpty else { throw APIError.validation("appCode must not be empty") }
-        let campaign = body.campaign ?? false
-        switch (body.userIds, campaign) {
-        case (nil, false): throw APIError.validation("give userIds, or \"campaign\": true for every device of the app")
-        case (.some, true): throw APIError.validation("give either userIds or \"campaign\": true, not both")
-        case (let userIDs?, false):
-            guard (1...10_000).contains(userIDs.count) else { throw APIError.validation("userIds must hold 1 to 10000 user ids") }
-            if let index = userIDs.firstIndex(where: { $0 <= 0 }) {
-                throw APIError.validation("userIds.\(index) must be a positive integer")
-            }
-            if body.platforms != nil { throw APIError.validation("platforms applies to campaigns only") }
-        case (nil, true): break
-        }
-        if let platforms = body.platforms {
-            guard !platforms.isEmpty else { throw APIError.validation("platforms must not be empty (leave it out for all)") }
-            if let index = platforms.firstIndex(where: { Platform(rawValue: $0) == nil }) {
-                throw APIError.validation("platforms.\(index) must be ios, android or web")
-            }
-        }
-        guard case .object = body.message else { throw APIError.validation("message must be a JSON object") }
-        if let key = body.idempotencyKey, !(1...200).contains(key.count) {
-            throw APIError.validation("idempotencyKey must be 1 to 200 characters")
-        }
-        let sendAt = try body.sendAt.map { text in
-            do { return try ISO8601Time.parse(text, field: "sendAt") } catch { throw APIError.validation("\(error)") }
-        }
+        let sendAt = try body.validated()
         let message = String(buffer: JSONBody.encode(body.message))
         let (jobs, logger) = (self.jobs(context.logger), context.logger)
         let id: Int64
