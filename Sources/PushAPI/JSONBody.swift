@@ -69,7 +69,6 @@ enum JSONBody {
         case is Bool.Type: "a boolean"
         case is Int.Type, is Int64.Type: "an integer"
         case is [Int64].Type, is [String].Type: "an array"
-        case is [String: Any].Type: "an object"
         default: "of another type"
         }
     }

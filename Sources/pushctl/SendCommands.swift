@@ -185,11 +185,12 @@ struct ProgressLine {
         last = line
         if isTerminal {
             print("\r\u{1B}[2K" + line, terminator: "")
-            fflush(nil)  // all streams: `stdout` itself is a C global Swift 6 refuses
         } else {
             print(line)
-            fflush(nil)  // a log being tailed sees each change as it happens
         }
+        // Each change shows at once, on a terminal or in a log being tailed. All streams:
+        // `stdout` itself is a C global Swift 6 refuses.
+        fflush(nil)
     }
 
     func end() {

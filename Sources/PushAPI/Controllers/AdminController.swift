@@ -147,14 +147,14 @@ struct AdminController {
     @Sendable func cancel(_ request: Request, context: APIRequestContext) async throws -> Response {
         let id = try Self.jobID(context)
         let jobs = self.jobs(context.logger)
-        let (outcome, job) = try await deadline.run { (try await jobs.cancel(id), try await jobs.job(id)) }
-        switch outcome {
+        switch try await deadline.run({ try await jobs.cancel(id) }) {
         case .notFound: throw APIError.notFound("job \(id) not found")
         case .alreadyFinished(let status):
             throw APIError(.conflict, code: "JOB_FINISHED", "job \(id) is already \(status)")
         case .cancelled:
             context.logger.info("job cancelled", metadata: ["push.job_id": "\(id)"])
-            guard let job else { throw APIError.notFound("job \(id) not found") }
+            // The job as it now stands: read only once the cancel took effect.
+            guard let job = try await deadline.run({ try await jobs.job(id) }) else { throw APIError.notFound("job \(id) not found") }
             return JSONBody.response(job)
         }
     }
