@@ -22,18 +22,9 @@ public struct DeviceRegistry: Sendable {
     /// now; another user's active row for the token and the device's other active tokens are
     /// deactivated in the same transaction.
     public func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
+        let statement = RegisterStatement(userID: userID, appID: appID, registration: registration)
         let row = try await Self.retryingConflicts(logger: logger) {
-            let rows = try await client.query(
-                """
-                SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
-                       last_used_at, created_at, created
-                  FROM push_register_device(\(userID), \(appID), \(registration.token),
-                                            \(registration.platform.rawValue), \(registration.deviceID),
-                                            \(registration.tokenType.rawValue))
-                """, logger: logger)
-            for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool).self) {
-                return row
-            }
+            for try await row in try await client.execute(statement, logger: logger) { return row }
             preconditionFailure("push_register_device returns exactly one row")
         }
         let device = Device(
@@ -41,6 +32,37 @@ public struct DeviceRegistry: Sendable {
             platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
             lastUsedAt: row.8, createdAt: row.9, deactivatedAt: nil, deactivationReason: nil)
         return Registered(device: device, created: row.10)
+    }
+
+    /// A named prepared statement: the busiest query of the API is parsed and planned once per
+    /// connection, not on every registration.
+    struct RegisterStatement: PostgresPreparedStatement {
+        static let name = "push_register_device"
+        static let sql = """
+            SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
+                   last_used_at, created_at, created
+              FROM push_register_device($1, $2, $3, $4, $5, $6)
+            """
+        typealias Row = (Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool)
+
+        let userID: Int64
+        let appID: Int64
+        let registration: DeviceRegistration
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 6)
+            bindings.append(userID)
+            bindings.append(appID)
+            bindings.append(registration.token)
+            bindings.append(registration.platform.rawValue)
+            bindings.append(registration.deviceID)
+            bindings.append(registration.tokenType.rawValue)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     /// Soft-deactivates the user's device (reason `logout`). Idempotent: an already inactive

@@ -7,6 +7,11 @@ import PushAPI
 
 @main
 struct PushAPICommand: AsyncParsableCommand {
+    static func main() async {
+        ProgramStartup.runConcurrencyOnEventLoops()
+        await main(nil)
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "push-api",
         abstract: "The device registration API and service endpoints.",

@@ -67,6 +67,15 @@ struct AuthenticationTests {
     @Test func cookieAndDecimalSubAreAccepted() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
+            // The scheme is case-insensitive; blanks around the token are not part of it.
+            for header in ["bearer \(fixture.token(user: 5))", "BEARER  \t\(fixture.token(user: 5)) \t"] {
+                let response = try await client.execute(uri: "/push/devices", method: .get, headers: [.authorization: header])
+                #expect(response.status == .ok, "\(header)")
+            }
+            for header in ["Bearer", "Bearer   ", "Bearer \t ", "Bearerx \(fixture.token(user: 5))"] {
+                let response = try await client.execute(uri: "/push/devices", method: .get, headers: [.authorization: header])
+                #expect(response.status == .unauthorized, "\(header)")
+            }
             let viaCookie = try await client.execute(
                 uri: "/push/devices", method: .get, headers: [.cookie: "theme=dark; accessToken=\(fixture.token(user: 5))"])
             #expect(viaCookie.status == .ok)

@@ -11,7 +11,7 @@
 #   WARMUP=5            seconds of wrk warm-up before the measured run
 #   CONNECTIONS=64      wrk connections          THREADS=2     wrk threads
 #   PGBENCH_CLIENTS=16  pgbench clients          PGBENCH_THREADS=2
-#   PGBENCH_ARGS=       extra pgbench options, e.g. "-M extended"
+#   PGBENCH_ARGS=       extra pgbench options, e.g. "-M simple" (default: -M prepared, like push-api)
 #   USERS=20000         distinct users (JWTs) driven by wrk
 #   SEED_DEVICES=200000 devices already registered when each phase starts
 #   SKIP_BUILD=1        use the existing .build/release binaries
@@ -169,7 +169,7 @@ reset_registry
 log "pgbench ${DURATION}s, $PGBENCH_CLIENTS clients (push-api idle)"
 pgbench_rc=0
 # shellcheck disable=SC2086  # PGBENCH_ARGS is deliberately word-split
-pgbench -n -c "$PGBENCH_CLIENTS" -j "$PGBENCH_THREADS" -T "$DURATION" $PGBENCH_ARGS \
+pgbench -n -M prepared -c "$PGBENCH_CLIENTS" -j "$PGBENCH_THREADS" -T "$DURATION" $PGBENCH_ARGS \
     -f "$BENCH/pgbench_register.sql" -D "app_id=$APP_ID" "$DATABASE_URL" \
     2>&1 | tee "$OUT/registration-pgbench.txt" || pgbench_rc=$?
 
