@@ -71,27 +71,35 @@ struct DeliveryQueue: Sendable {
         let deviceActive: Bool
     }
 
+    /// The claim's SQL, apart so that a test can check its plan.
+    func claimStatement(limit: Int, excludingApps paused: [Int64]) -> PostgresQuery {
+        """
+        -- One table, in push_deliveries_claimable's order: the plan is that index read up to the
+        -- limit, whatever the (during a campaign, always stale) statistics say. The job check is a
+        -- per-row subquery, not a join, so that no plan reaches the pending rows through their
+        -- job and sorts them all (see sql/005_claim_plans.sql).
+        WITH candidates AS (
+            SELECT d.id FROM push_deliveries d
+             WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+               AND (SELECT j.status = 'running' AND NOT (j.app_id = ANY(\(paused)::bigint[]))
+                      FROM push_jobs j WHERE j.id = d.job_id)
+             ORDER BY d.next_attempt_at, d.id
+             LIMIT \(limit)
+               FOR UPDATE OF d SKIP LOCKED),
+        leased AS (
+            UPDATE push_deliveries d
+               SET lease_owner = \(worker), next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+              FROM candidates c
+             WHERE d.id = c.id
+            RETURNING d.id, d.job_id, d.attempts, d.device_id)
+        SELECT l.id, l.job_id, l.attempts, v.id, v.token, v.token_type, v.is_active
+          FROM leased l JOIN push_devices v ON v.id = l.device_id
+        """
+    }
+
     /// Claims up to `limit` due deliveries of running jobs, leasing them to this worker.
     func claim(limit: Int, excludingApps paused: [Int64]) async throws -> [Claimed] {
-        let rows = try await client.query(
-            """
-            WITH candidates AS (
-                SELECT d.id FROM push_deliveries d
-                  JOIN push_jobs j ON j.id = d.job_id
-                 WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-                   AND j.status = 'running' AND NOT (j.app_id = ANY(\(paused)::bigint[]))
-                 ORDER BY d.next_attempt_at, d.id
-                 LIMIT \(limit)
-                   FOR UPDATE OF d SKIP LOCKED),
-            leased AS (
-                UPDATE push_deliveries d
-                   SET lease_owner = \(worker), next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
-                  FROM candidates c
-                 WHERE d.id = c.id
-                RETURNING d.id, d.job_id, d.attempts, d.device_id)
-            SELECT l.id, l.job_id, l.attempts, v.id, v.token, v.token_type, v.is_active
-              FROM leased l JOIN push_devices v ON v.id = l.device_id
-            """, logger: logger)
+        let rows = try await client.query(claimStatement(limit: limit, excludingApps: paused), logger: logger)
         var claimed: [Claimed] = []
         for try await (id, job, attempts, device, token, type, active) in rows.decode((Int64, Int64, Int, Int64, String, String, Bool).self) {
             claimed.append(Claimed(deliveryID: id, jobID: job, attempts: attempts, deviceID: device, token: token,
