@@ -14,20 +14,24 @@ public final class DispatchMetrics: Sendable {
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
         fcmLatency = registry.makeDurationHistogram(
-            name: "push_fcm_request_duration_seconds",
+            descriptor: .init(metricName: "push_fcm_request_duration", unitName: "seconds", helpText: "FCM messages:send round trips"),
             buckets: [.milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-                      .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10)],
-            help: "FCM messages:send round trips")
-        oauthRefreshes = registry.makeCounter(name: "push_oauth_token_refreshes_total", help: "access tokens minted at the token endpoint")
-        queueDepth = registry.makeGauge(name: "push_queue_pending_deliveries", help: "deliveries waiting to be sent")
-        oldestDueJobAge = registry.makeGauge(name: "push_oldest_due_job_age_seconds", help: "age of the oldest due, unfinished job")
+                      .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10)])
+        oauthRefreshes = registry.makeCounter(descriptor: .init(
+            metricName: "push_oauth_token_refreshes", unitName: "total", helpText: "access tokens minted at the token endpoint"))
+        queueDepth = registry.makeGauge(descriptor: .init(
+            metricName: "push_queue_pending_deliveries", unitName: "", helpText: "deliveries waiting to be sent"))
+        oldestDueJobAge = registry.makeGauge(descriptor: .init(
+            metricName: "push_oldest_due_job_age", unitName: "seconds", helpText: "age of the oldest due, unfinished job"))
     }
 
     func countSend(app: String, outcome: String) {
         let key = app + "\u{0}" + outcome
         let counter = sends.withLock { counters in
             if let counter = counters[key] { return counter }
-            let counter = registry.makeCounter(name: "push_sends_total", labels: [("app", app), ("outcome", outcome)])
+            let counter = registry.makeCounter(
+                descriptor: .init(metricName: "push_sends", unitName: "total", helpText: "FCM sends by app and outcome"),
+                labels: [("app", app), ("outcome", outcome)])
             counters[key] = counter
             return counter
         }
