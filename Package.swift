@@ -170,6 +170,7 @@ let package = Package(
                 "PushDispatch", "DeviceRegistry", "TestSupport", "FCMEmulator",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import PushDispatch
+import ServiceLifecycle
 import TestSupport
 
 let workerLogger: Logger = {
@@ -44,13 +45,20 @@ struct WorkerFixture: Sendable {
         return configuration
     }
 
-    /// Runs a worker (the same function push-worker runs) for the duration of `body`.
+    /// Runs a worker (the same function push-worker runs) for the duration of `body`, then stops
+    /// it the way SIGTERM does: a graceful shutdown, so it drains and records before its database
+    /// client closes. (Cancelling it instead closed the client under the writer, and a worker
+    /// now and then never finished stopping.)
     func withWorker<T: Sendable>(_ configuration: DispatchConfiguration? = nil, _ body: @Sendable () async throws -> T) async throws -> T {
-        let configuration = configuration ?? self.configuration
+        let worker = ServiceGroup(configuration: .init(services: [WorkerService(configuration: configuration ?? self.configuration)],
+                                                       logger: workerLogger))
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await runWorker(configuration, logger: workerLogger, signals: []) }
-            defer { group.cancelAll() }
-            return try await body()
+            group.addTask { try await worker.run() }
+            let result: Result<T, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            await worker.triggerGracefulShutdown()
+            try await group.waitForAll()
+            return try result.get()
         }
     }
 
@@ -140,5 +148,14 @@ struct WorkerFixture: Sendable {
             ).decode((Bool, String?).self) { return row }
             return (false, "missing")
         }
+    }
+}
+
+/// push-worker's `runWorker` as a service of a test's own group, which stops it gracefully.
+struct WorkerService: Service {
+    let configuration: DispatchConfiguration
+
+    func run() async throws {
+        try await runWorker(configuration, logger: workerLogger, signals: [])
     }
 }
