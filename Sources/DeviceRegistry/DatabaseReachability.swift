@@ -12,11 +12,17 @@ public struct DatabaseUnreachable: Error, CustomStringConvertible {
 /// password or database name is one clear line at startup, not a stream of retries.
 public enum DatabaseReachability {
     /// `SELECT 1` through `client`, whose `run()` must be going, within `limit` (the pool keeps
-    /// retrying the connection meanwhile, so a database still starting up is waited for).
+    /// retrying the connection meanwhile, so a database still starting up is waited for). Also
+    /// what `/readyz` asks.
+    public static func ping(_ client: PostgresClient, within limit: Duration, logger: Logger) async throws {
+        try await DatabaseDeadline(limit: limit).run { _ = try await client.query("SELECT 1", logger: logger) }
+    }
+
+    /// `ping`, its failure one line naming the database.
     public static func verify(_ client: PostgresClient, configuration: PostgresClient.Configuration,
                               limit: Duration = .seconds(5), logger: Logger) async throws(DatabaseUnreachable) {
         do {
-            try await DatabaseDeadline(limit: limit).run { _ = try await client.query("SELECT 1", logger: logger) }
+            try await ping(client, within: limit, logger: logger)
         } catch {
             let target = configuration.host.map { "\($0):\(configuration.port ?? 5432)" } ?? configuration.unixSocketPath ?? "?"
             let reason = error is DatabaseUnavailable ? "no connection within \(limit)" : DatabaseErrorText.describe(error)

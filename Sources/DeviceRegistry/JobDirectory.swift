@@ -74,6 +74,9 @@ public struct JobDirectory: Sendable {
         preconditionFailure("the enqueue functions return one row")
     }
 
+    /// How many jobs one listing may ask for (GET /admin/jobs, pushctl jobs).
+    public static let listLimits: ClosedRange<Int64> = 1...1000
+
     public func list(status: String?, limit: Int) async throws -> [JobSummary] {
         try await summaries(client.query(
             "\(unescaped: Self.select) WHERE (\(status)::text IS NULL OR j.status = \(status))\(unescaped: Self.groupBy) ORDER BY j.id DESC LIMIT \(limit)",

@@ -10,7 +10,8 @@ public enum ProgramStartup {
     /// PostgresNIO and AsyncHTTPClient already use), so a task that awaits I/O resumes on the
     /// thread that did it instead of hopping to the global pool and back. About 15% less CPU per
     /// registration. Call first in `main`, on the main thread, before anything is awaited; after
-    /// it, no task may block (none here does: file reads happen before serving).
+    /// it, no task may block: file reads happen before serving, and only log lines are still
+    /// written to stderr synchronously, as swift-log's stream handler does everywhere.
     public static func runConcurrencyOnEventLoops() {
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
     }

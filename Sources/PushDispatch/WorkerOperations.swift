@@ -11,7 +11,7 @@ public func buildWorkerOperations(port: Int, client: PostgresClient, metrics: Di
     router.get("healthz") { _, _ in #"{"status":"ok"}"# }
     router.get("readyz") { _, _ -> Response in
         do {
-            try await DatabaseDeadline(limit: .seconds(2)).run { _ = try await client.query("SELECT 1", logger: logger) }
+            try await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)
             return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"status":"ready"}"#)))
         } catch {
             return Response(status: .serviceUnavailable, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(

@@ -91,7 +91,9 @@ struct Jobs: AsyncParsableCommand {
             if let status, !JobSummary.statuses.contains(status) {
                 throw CLIError("--status must be one of \(JobSummary.statuses.joined(separator: ", "))")
             }
-            guard (1...1000).contains(limit) else { throw CLIError("--limit must be 1 to 1000") }
+            guard JobDirectory.listLimits.contains(Int64(limit)) else {
+                throw CLIError("--limit must be \(JobDirectory.listLimits.lowerBound) to \(JobDirectory.listLimits.upperBound)")
+            }
             let jobs = try await withDatabase(database) { client, logger in
                 try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
             }

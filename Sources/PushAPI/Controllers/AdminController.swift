@@ -130,7 +130,7 @@ struct AdminController {
     @Sendable func listJobs(_ request: Request, context: APIRequestContext) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["status", "limit"])
         let status = try query.oneOf("status", JobSummary.statuses)
-        let limit = try query.integer("limit", in: 1...1000) ?? 50
+        let limit = try query.integer("limit", in: JobDirectory.listLimits) ?? 50
         let jobs = self.jobs(context.logger)
         let found = try await deadline.run { try await jobs.list(status: status, limit: Int(limit)) }
         return JSONBody.response(JobList(jobs: found))

@@ -29,9 +29,8 @@ struct OperationsController {
 
     /// Readiness must answer quickly even when the pool is waiting for a dead database.
     private func checkDatabase(logger: Logger) async throws {
-        let client = self.client
         do {
-            try await DatabaseDeadline(limit: .seconds(2)).run { _ = try await client.query("SELECT 1", logger: logger) }
+            try await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)
         } catch {
             throw APIError.databaseUnavailable
         }
