@@ -38,10 +38,12 @@ public struct DispatchConfiguration: Sendable {
         var configuration = DispatchConfiguration(databaseURL: try settings.required("DATABASE_URL"))
         if let url = settings.value("FCM_BASE_URL") { configuration.fcmBaseURL = url }
         if let url = settings.value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }
-        for (name, url) in [("FCM_BASE_URL", configuration.fcmBaseURL), ("GOOGLE_TOKEN_URL", configuration.googleTokenURL)] {
-            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
-                throw .invalid(name, "'\(url)' is not an http(s) URL")
-            }
+        // Sends are HTTP/2 over TLS, as FCM speaks them; the token endpoint may be any http(s) URL.
+        guard FCMEndpoint(configuration.fcmBaseURL) != nil else {
+            throw .invalid("FCM_BASE_URL", "'\(configuration.fcmBaseURL)' is not an https URL")
+        }
+        guard let parsed = URL(string: configuration.googleTokenURL), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+            throw .invalid("GOOGLE_TOKEN_URL", "'\(configuration.googleTokenURL)' is not an http(s) URL")
         }
         if let path = settings.value("PUSH_CA_FILE") {
             guard FileManager.default.isReadableFile(atPath: path) else { throw .invalid("PUSH_CA_FILE", "\(path) cannot be read") }

@@ -22,13 +22,13 @@ public struct Dispatcher: Service {
     let outbox = Outbox()
     let inFlight = InFlightDeliveries()
 
-    public init(configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, metrics: DispatchMetrics, logger: Logger) {
+    init(configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, fcm: FCMClient, metrics: DispatchMetrics, logger: Logger) {
         self.configuration = configuration
         self.queue = DeliveryQueue(client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger)
         self.tokens = AccessTokenCache(
             exchange: GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: configuration.requestTimeout),
             onRefresh: { metrics.oauthRefreshes.increment() })
-        self.fcm = FCMClient(http: http, baseURL: configuration.fcmBaseURL, timeout: configuration.requestTimeout)
+        self.fcm = fcm
         self.metrics = metrics
         self.logger = logger
     }
@@ -57,11 +57,14 @@ public struct Dispatcher: Service {
 
     // MARK: Sending
 
+    private typealias Claim = (claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, account: ServiceAccount)
+
     private struct Attempt: Sendable {
         let claimed: DeliveryQueue.Claimed
         let job: DeliveryQueue.Job
         let result: Result<SendOutcome, AccessTokenError>
-        let duration: Duration
+        /// FCM's answer time; nil when there was no answer.
+        let duration: Duration?
     }
 
     /// State owned by the send loop alone.
@@ -80,7 +83,7 @@ public struct Dispatcher: Service {
     private func dispatchLoop() async {
         var state = LoopState(policy: DeliveryPolicy(maxAttempts: configuration.maxAttempts))
         var running = 0
-        await withTaskGroup(of: Attempt.self) { group in
+        await withTaskGroup(of: [Attempt].self) { group in
             while true {
                 if stopping && running == 0 { break }
                 var claimedAny = false
@@ -88,10 +91,10 @@ public struct Dispatcher: Service {
                 if !stopping && (free >= max(1, configuration.concurrency / 4) || running == 0) {
                     do {
                         let batch = try await claimBatch(limit: free, state: &state)
-                        for (claimed, job, account) in batch {
-                            running += 1
-                            inFlight.insert(claimed.deliveryID)
-                            group.addTask { await Self.attempt(claimed, job, account, tokens: tokens, fcm: fcm) }
+                        if !batch.isEmpty {
+                            running += batch.count
+                            for claim in batch { inFlight.insert(claim.claimed.deliveryID) }
+                            group.addTask { await Self.attempt(batch, tokens: tokens, fcm: fcm) }
                         }
                         claimedAny = !batch.isEmpty
                         state.databaseFailures = 0
@@ -101,10 +104,12 @@ public struct Dispatcher: Service {
                     }
                 }
                 if running > 0 {
-                    if let attempt = await group.next() {
-                        running -= 1
-                        inFlight.remove(attempt.claimed.deliveryID)
-                        settle(attempt, state: &state)
+                    if let attempts = await group.next() {
+                        running -= attempts.count
+                        for attempt in attempts {
+                            inFlight.remove(attempt.claimed.deliveryID)
+                            settle(attempt, state: &state)
+                        }
                     }
                 } else if !claimedAny && !stopping {
                     await wake.wait(upTo: configuration.pollInterval)
@@ -115,7 +120,7 @@ public struct Dispatcher: Service {
 
     /// Claims what fits; deliveries that need no send (inactive device, job without
     /// credentials) are settled here and never reach FCM.
-    private func claimBatch(limit: Int, state: inout LoopState) async throws -> [(DeliveryQueue.Claimed, DeliveryQueue.Job, ServiceAccount)] {
+    private func claimBatch(limit: Int, state: inout LoopState) async throws -> [Claim] {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
         let claimed = try await queue.claim(limit: limit, excludingApps: Array(state.pausedApps.keys))
@@ -131,7 +136,7 @@ public struct Dispatcher: Service {
                 state.policy.forget(job: id)
             }
         }
-        var batch: [(DeliveryQueue.Claimed, DeliveryQueue.Job, ServiceAccount)] = []
+        var batch: [Claim] = []
         for delivery in claimed {
             guard let job = state.jobs[delivery.jobID]?.job else { continue }
             if !delivery.deviceActive {
@@ -156,23 +161,37 @@ public struct Dispatcher: Service {
         metrics.countSend(app: job.appCode, outcome: code)
     }
 
-    private static func attempt(_ claimed: DeliveryQueue.Claimed, _ job: DeliveryQueue.Job, _ account: ServiceAccount,
-                                tokens: AccessTokenCache, fcm: FCMClient) async -> Attempt {
-        let start = ContinuousClock.now
+    /// Sends a claimed batch, a request per delivery, each job's share with its app's access
+    /// token; a 401 gets one token refresh and one more try.
+    private static func attempt(_ batch: [Claim], tokens: AccessTokenCache, fcm: FCMClient) async -> [Attempt] {
+        let byJob = Dictionary(grouping: batch, by: { $0.job.id }).values
+        guard byJob.count > 1 else { return await attempt(sameJob: batch, tokens: tokens, fcm: fcm) }
+        return await withTaskGroup(of: [Attempt].self) { group in
+            for claims in byJob { group.addTask { await attempt(sameJob: claims, tokens: tokens, fcm: fcm) } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+    }
+
+    private static func attempt(sameJob claims: [Claim], tokens: AccessTokenCache, fcm: FCMClient) async -> [Attempt] {
+        let job = claims[0].job, account = claims[0].account
+        let sends = claims.map { FCMClient.Send(message: job.message, target: $0.claimed.token, type: $0.claimed.tokenType) }
         do {
             let token = try await tokens.token(for: account)
-            var outcome = await fcm.send(job.message, to: claimed.token, type: claimed.tokenType, projectID: account.projectID, accessToken: token)
-            if outcome == .unauthenticated {
+            var answers = await fcm.send(sends, projectID: account.projectID, accessToken: token)
+            let expired = answers.indices.filter { answers[$0].outcome == .unauthenticated }
+            if !expired.isEmpty {
                 // Expired or revoked: one refresh, one retry.
                 await tokens.invalidate(token, for: account)
                 let fresh = try await tokens.token(for: account)
-                outcome = await fcm.send(job.message, to: claimed.token, type: claimed.tokenType, projectID: account.projectID, accessToken: fresh)
+                let retried = await fcm.send(expired.map { sends[$0] }, projectID: account.projectID, accessToken: fresh)
+                for (index, answer) in zip(expired, retried) { answers[index] = answer }
             }
-            return Attempt(claimed: claimed, job: job, result: .success(outcome), duration: ContinuousClock.now - start)
-        } catch let error as AccessTokenError {
-            return Attempt(claimed: claimed, job: job, result: .failure(error), duration: ContinuousClock.now - start)
+            return zip(claims, answers).map { claim, answer in
+                Attempt(claimed: claim.claimed, job: job, result: .success(answer.outcome), duration: answer.elapsed)
+            }
         } catch {
-            return Attempt(claimed: claimed, job: job, result: .failure(.transient("\(error)")), duration: ContinuousClock.now - start)
+            let failure = error as? AccessTokenError ?? .transient("\(error)")
+            return claims.map { Attempt(claimed: $0.claimed, job: job, result: .failure(failure), duration: nil) }
         }
     }
 
@@ -182,7 +201,7 @@ public struct Dispatcher: Service {
         switch attempt.result {
         case .success(let sent):
             outcome = sent
-            metrics.fcmLatency.record(attempt.duration)
+            if let duration = attempt.duration { metrics.fcmLatency.record(duration) }
         case .failure(let error) where error.isPermanent:
             let reason = "app \(job.appCode): \(error)"
             finish(attempt.claimed, job: job, status: "failed", code: "OAUTH", message: reason)

@@ -1,39 +1,46 @@
-import AsyncHTTPClient
 import DeviceRegistry
 import Foundation
-import Logging
 import NIOCore
 import NIOFoundationCompat
 
-/// `projects.messages.send` over AsyncHTTPClient: one message per request, many requests in
-/// flight, multiplexed over HTTP/2 when the server offers it (TLS + ALPN), each with a deadline.
+/// `projects.messages.send`: one message per request, a batch of requests at a time, each
+/// batch multiplexed over one HTTP/2 connection (FCMConnectionPool), each request with a deadline.
 public struct FCMClient: Sendable {
-    let http: HTTPClient
-    let baseURL: String
-    let timeout: TimeAmount
-
-    init(http: HTTPClient, baseURL: String, timeout: Duration) {
-        self.http = http
-        self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
-        self.timeout = .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+    /// One send of a batch: the job's message to one device.
+    struct Send: Sendable {
+        let message: PreparedMessage
+        let target: String
+        let type: TokenType
     }
 
-    /// Sends `message` (a prepared `PreparedMessage`) to one device.
-    func send(_ message: PreparedMessage, to target: String, type: TokenType, projectID: String, accessToken: String) async -> SendOutcome {
-        var request = HTTPClientRequest(url: "\(baseURL)/v1/projects/\(projectID)/messages:send")
-        request.method = .POST
-        request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(message.body(target: target, type: type))
-        do {
-            let response = try await http.execute(request, timeout: timeout)
-            let body = try await response.body.collect(upTo: 256 * 1024)
-            return SendOutcome.classify(status: Int(response.status.code), body: Data(buffer: body),
-                                        retryAfter: response.headers.first(name: "Retry-After"))
-        } catch {
-            // Connection reset, timeout, TLS failure: transient by the protocol's rules.
-            return .transient(errorCode: "TRANSPORT", message: "\(error)", retryAfter: nil, quota: false)
+    /// What FCM's answer means, and how long it took when there was one.
+    struct Answer: Sendable {
+        let outcome: SendOutcome
+        let elapsed: Duration?
+    }
+
+    let pool: FCMConnectionPool
+    let timeout: Duration
+
+    /// Sends every message of `sends` for one project with one access token; answers in order.
+    func send(_ sends: [Send], projectID: String, accessToken: String) async -> [Answer] {
+        let path = "\(pool.endpoint.pathPrefix)/v1/projects/\(projectID)/messages:send"
+        let requests = sends.map { FCMRequest(path: path, body: $0.message.body(target: $0.target, type: $0.type)) }
+        let results = await pool.execute(requests, authorization: "Bearer \(accessToken)", timeout: timeout)
+        return results.map { result in
+            switch result {
+            case .success(let response):
+                Answer(outcome: SendOutcome.classify(status: response.status, body: Data(buffer: response.body), retryAfter: response.retryAfter),
+                       elapsed: response.elapsed)
+            case .failure(let error):
+                // Connection reset, timeout, TLS failure: transient by the protocol's rules.
+                Answer(outcome: .transient(errorCode: "TRANSPORT", message: error.description, retryAfter: nil, quota: false), elapsed: nil)
+            }
         }
+    }
+
+    func close() async {
+        await pool.close()
     }
 }
 

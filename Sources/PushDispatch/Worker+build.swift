@@ -12,13 +12,21 @@ import UnixSignals
 /// the HTTP client. Tests run this same function.
 public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, signals: [UnixSignal] = [.sigterm, .sigint]) async throws {
     let client = PostgresClient(configuration: try DatabaseConfiguration.parse(configuration.databaseURL), backgroundLogger: logger)
-    let http = try makeHTTPClient(configuration)
+    let tls = makeTLSConfiguration(configuration)
+    let http = makeHTTPClient(configuration, tls: tls)
+    let fcm: FCMClient
+    do {
+        fcm = try makeFCMClient(configuration, tls: tls)
+    } catch {
+        try? await http.shutdown()
+        throw error
+    }
     let metrics = DispatchMetrics()
     var services: [any Service] = [client]
     if let port = configuration.metricsPort {
         services.append(buildWorkerOperations(port: port, client: client, metrics: metrics, logger: logger))
     }
-    services.append(Dispatcher(configuration: configuration, client: client, http: http, metrics: metrics, logger: logger))
+    services.append(Dispatcher(configuration: configuration, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
     let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: signals, logger: logger))
     logger.info("push-worker starting", metadata: [
         "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
@@ -30,22 +38,35 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
             try await group.run()
         }
     } catch {
+        await fcm.close()
         try? await http.shutdown()
         throw error
     }
+    await fcm.close()
     try await http.shutdown()
 }
 
-/// HTTP/2 over TLS when the server offers it, with PUSH_CA_FILE trusted in addition to the system roots.
-func makeHTTPClient(_ configuration: DispatchConfiguration) throws -> HTTPClient {
+/// PUSH_CA_FILE trusted in addition to the system roots, for FCM and the token endpoint.
+func makeTLSConfiguration(_ configuration: DispatchConfiguration) -> TLSConfiguration {
     var tls = TLSConfiguration.makeClientConfiguration()
     if let caFile = configuration.caFile {
         tls.additionalTrustRoots = [.file(caFile)]
     }
+    return tls
+}
+
+/// The token endpoint's client (a request per access token, so about one an hour per app).
+func makeHTTPClient(_ configuration: DispatchConfiguration, tls: TLSConfiguration) -> HTTPClient {
     var http = HTTPClient.Configuration(tlsConfiguration: tls)
-    http.httpVersion = .automatic
-    http.timeout = .init(connect: .seconds(5), read: .nanoseconds(Int64(configuration.requestTimeout.components.seconds) * 1_000_000_000))
-    // HTTP/1.1 fallback (plain http:// endpoints) needs many connections to keep up.
-    http.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: min(configuration.concurrency, 64))
+    http.timeout = .init(connect: .seconds(5), read: .init(configuration.requestTimeout))
     return HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
+}
+
+/// The sends' client: HTTP/2 over TLS to FCM_BASE_URL (checked to be https by the configuration).
+func makeFCMClient(_ configuration: DispatchConfiguration, tls: TLSConfiguration) throws -> FCMClient {
+    guard let endpoint = FCMEndpoint(configuration.fcmBaseURL) else {
+        throw ConfigurationError.invalid("FCM_BASE_URL", "'\(configuration.fcmBaseURL)' is not an https URL")
+    }
+    let pool = try FCMConnectionPool(endpoint: endpoint, concurrency: configuration.concurrency, tlsConfiguration: tls)
+    return FCMClient(pool: pool, timeout: configuration.requestTimeout)
 }

@@ -13,7 +13,8 @@ struct StartupErrorTests {
         ("push-api", ["DATABASE_URL": "mysql://x", "JWT_SECRET": String(repeating: "s", count: 32)], "push-api: DATABASE_URL: expected postgres://"),
         ("push-worker", [:], "push-worker: DATABASE_URL is required"),
         ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "WORKER_CONCURRENCY": "lots"], "push-worker: WORKER_CONCURRENCY: 'lots' is not an integer"),
-        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "fcm.googleapis.com"], "push-worker: FCM_BASE_URL: 'fcm.googleapis.com' is not an http(s) URL"),
+        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "fcm.googleapis.com"], "push-worker: FCM_BASE_URL: 'fcm.googleapis.com' is not an https URL"),
+        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "http://127.0.0.1:8443"], "push-worker: FCM_BASE_URL: 'http://127.0.0.1:8443' is not an https URL"),
         ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "PUSH_CA_FILE": "/nonexistent.pem"], "push-worker: PUSH_CA_FILE: /nonexistent.pem cannot be read"),
         // Port 1 on loopback: nothing listens there.
         ("push-api", ["DATABASE_URL": "postgres://u@127.0.0.1:1/db", "JWT_SECRET": String(repeating: "s", count: 32)],

@@ -1,0 +1,308 @@
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOTLS
+import Synchronization
+
+/// One FCM request: its path and JSON body (the batch carries the headers they share).
+struct FCMRequest: Sendable {
+    let path: String
+    let body: ByteBuffer
+}
+
+/// FCM's raw answer to one request, and how long it took from write to the stream's end.
+struct FCMResponse: Sendable {
+    var status: Int
+    var body: ByteBuffer
+    var retryAfter: String?
+    var elapsed: Duration
+}
+
+/// Why a request got no answer. Every case is transient by the protocol's rules.
+enum FCMTransportError: Error, Sendable, CustomStringConvertible {
+    case connectFailed(String)
+    /// TLS chose another protocol than `h2` (ALPN): FCM HTTP v1 here is spoken over HTTP/2 only.
+    case notHTTP2(negotiated: String?)
+    case connectionClosed(String?)
+    /// The server sent GOAWAY before it handled this stream; it may be sent again safely.
+    case refused
+    case streamReset(HTTP2ErrorCode)
+    case timedOut(Duration)
+    case responseTooLarge(Int)
+    case malformedResponse(String)
+
+    var description: String {
+        switch self {
+        case .connectFailed(let reason): "connect: \(reason)"
+        case .notHTTP2(let negotiated): "the server does not speak HTTP/2 over TLS (ALPN chose \(negotiated ?? "nothing"))"
+        case .connectionClosed(let reason): "connection closed" + (reason.map { ": \($0)" } ?? "")
+        case .refused: "the server refused the stream (GOAWAY)"
+        case .streamReset(let code): "stream reset by the server (\(code.specName))"
+        case .timedOut(let timeout): "no answer within \(timeout)"
+        case .responseTooLarge(let limit): "response body over \(limit) bytes"
+        case .malformedResponse(let reason): "malformed response: \(reason)"
+        }
+    }
+}
+
+typealias FCMExchangeResult = Result<FCMResponse, FCMTransportError>
+
+/// A batch of requests for one connection: written with one flush, answered with one promise
+/// once every stream has ended (or failed, or timed out).
+struct FCMBatch: Sendable {
+    /// `:method`, `:scheme`, `:authority` and the regular headers every request of the batch shares.
+    let authority: String
+    let authorization: String
+    let requests: [FCMRequest]
+    let timeout: Duration
+    let promise: EventLoopPromise<[FCMExchangeResult]>
+}
+
+/// What the connection pool may read about a connection from other threads.
+final class FCMConnectionState: Sendable {
+    private let usable = Atomic<Bool>(true)
+    private let streamLimit = Atomic<Int>(100)
+
+    /// False once the connection closed or the server sent GOAWAY: no new batches go to it.
+    var isUsable: Bool { usable.load(ordering: .relaxed) }
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (100 until the server says).
+    var maxConcurrentStreams: Int { streamLimit.load(ordering: .relaxed) }
+
+    func retire() { usable.store(false, ordering: .relaxed) }
+    func setMaxConcurrentStreams(_ value: Int) { streamLimit.store(value, ordering: .relaxed) }
+}
+
+/// Runs FCM requests as HTTP/2 streams directly on the connection's frames: no child channel
+/// per request, one write and one flush per batch. NIOHTTP2Handler below it keeps the protocol
+/// state, outbound flow control and the server's stream limit (it holds back streams beyond
+/// it); this handler matches frames to requests and gives back inbound flow-control credit.
+final class FCMStreamsHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundIn = FCMBatch
+    typealias OutboundOut = HTTP2Frame
+
+    /// The most response body kept per request; FCM's answers are a few hundred bytes.
+    static let maxResponseBytes = 256 * 1024
+    /// Inbound credit is returned once this much has been consumed (half the default window).
+    private static let windowUpdateThreshold = 32 * 1024
+
+    private final class PendingBatch {
+        var results: [FCMExchangeResult?]
+        var remaining: Int
+        let promise: EventLoopPromise<[FCMExchangeResult]>
+        var timeout: Scheduled<Void>?
+
+        init(count: Int, promise: EventLoopPromise<[FCMExchangeResult]>) {
+            results = Array(repeating: nil, count: count)
+            remaining = count
+            self.promise = promise
+        }
+    }
+
+    private struct Stream {
+        let batch: PendingBatch
+        let index: Int
+        let started: NIODeadline
+        var status: Int?
+        var retryAfter: String?
+        var body = ByteBuffer()
+        var unacknowledgedBytes = 0
+    }
+
+    private let state: FCMConnectionState
+    private var streams: [HTTP2StreamID: Stream] = [:]
+    private var nextStreamID: Int32 = 1
+    private var connectionUnacknowledgedBytes = 0
+    private var lastError: (any Error)?
+    /// Set when no new stream may start here; new batches fail at once with it.
+    private var closedReason: FCMTransportError?
+    private var needsFlush = false
+
+    init(state: FCMConnectionState) {
+        self.state = state
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let request = unwrapOutboundIn(data)
+        // The batch is ours from here on: its promise reports every outcome, the write's does not.
+        promise?.succeed()
+        let batch = PendingBatch(count: request.requests.count, promise: request.promise)
+        if let closedReason {
+            for index in request.requests.indices { finish(batch, index, .failure(closedReason)) }
+            return
+        }
+        var ids: [HTTP2StreamID] = []
+        ids.reserveCapacity(request.requests.count)
+        for (index, fcmRequest) in request.requests.enumerated() {
+            let id = HTTP2StreamID(nextStreamID)
+            nextStreamID += 2
+            ids.append(id)
+            streams[id] = Stream(batch: batch, index: index, started: .now())
+            let headers = HPACKHeaders([
+                (":method", "POST"), (":scheme", "https"), (":authority", request.authority), (":path", fcmRequest.path),
+                ("authorization", request.authorization), ("content-type", "application/json"),
+                ("content-length", String(fcmRequest.body.readableBytes)),
+            ])
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
+            // A stream held back beyond the server's limit can still be dropped (GOAWAY, close):
+            // the DATA frame's promise is how that is learned.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.assumeIsolated().whenFailure { [self] error in
+                fail(id, .connectionClosed("\(error)"), context: context)
+            }
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(fcmRequest.body), endStream: true)))),
+                          promise: written)
+        }
+        batch.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
+            for id in ids where streams[id]?.batch === batch {
+                fail(id, .timedOut(request.timeout), context: context)
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+            }
+            context.flush()
+        }
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.payload {
+        case .headers(let headers):
+            guard var stream = streams[frame.streamID] else { return }
+            if stream.status == nil, let status = headers.headers.first(name: ":status").flatMap(Int.init), status >= 200 {
+                stream.status = status
+                stream.retryAfter = headers.headers.first(name: "retry-after")
+            }
+            streams[frame.streamID] = stream
+            if headers.endStream { complete(frame.streamID, context: context) }
+        case .data(let data):
+            let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
+            returnCredit(length, stream: frame.streamID, endStream: data.endStream, context: context)
+            guard var stream = streams[frame.streamID] else { return }
+            if case .byteBuffer(var bytes) = data.data {
+                guard stream.body.readableBytes + bytes.readableBytes <= Self.maxResponseBytes else {
+                    fail(frame.streamID, .responseTooLarge(Self.maxResponseBytes), context: context)
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.cancel))), promise: nil)
+                    needsFlush = true
+                    return
+                }
+                stream.body.writeBuffer(&bytes)
+            }
+            streams[frame.streamID] = stream
+            if data.endStream { complete(frame.streamID, context: context) }
+        case .rstStream(let code):
+            fail(frame.streamID, .streamReset(code), context: context)
+        case .goAway(let lastStreamID, let code, _):
+            // Streams above lastStreamID were never handled: NIOHTTP2Handler closes them and
+            // they fail as `.refused`. Nothing new starts here; the pool opens a new connection.
+            state.retire()
+            closedReason = .connectionClosed("the server is going away (GOAWAY \(code.specName))")
+            for id in streams.keys where id > lastStreamID { fail(id, .refused, context: context) }
+        case .settings(.settings(let settings)):
+            for setting in settings where setting.parameter == .maxConcurrentStreams {
+                state.setMaxConcurrentStreams(max(1, setting.value))
+            }
+        default:
+            break
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
+            fail(closed.streamID, closed.reason.map { .streamReset($0) } ?? .malformedResponse("the stream ended without a response"),
+                 context: context)
+        } else if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, negotiated != "h2" {
+            closedReason = .notHTTP2(negotiated: negotiated)
+            state.retire()
+            context.close(promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            fail(streamError.streamID, .malformedResponse("\(streamError.baseError)"), context: context)
+            return
+        }
+        lastError = error
+        state.retire()
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state.retire()
+        let reason = closedReason ?? .connectionClosed(lastError.map { "\($0)" })
+        closedReason = reason
+        for id in Array(streams.keys) { fail(id, reason, context: context) }
+        context.fireChannelInactive()
+    }
+
+    // MARK: Streams
+
+    private func complete(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        guard let status = stream.status else {
+            finish(stream.batch, stream.index, .failure(.malformedResponse("no :status")))
+            return
+        }
+        let elapsed = NIODeadline.now() - stream.started
+        finish(stream.batch, stream.index, .success(FCMResponse(status: status, body: stream.body, retryAfter: stream.retryAfter,
+                                                                elapsed: .nanoseconds(elapsed.nanoseconds))))
+    }
+
+    private func fail(_ id: HTTP2StreamID, _ error: FCMTransportError, context: ChannelHandlerContext) {
+        guard let stream = streams.removeValue(forKey: id) else { return }
+        finish(stream.batch, stream.index, .failure(error))
+    }
+
+    private func finish(_ batch: PendingBatch, _ index: Int, _ result: FCMExchangeResult) {
+        batch.results[index] = result
+        batch.remaining -= 1
+        if batch.remaining == 0 {
+            batch.timeout?.cancel()
+            batch.promise.succeed(batch.results.map { $0! })
+        }
+    }
+
+    /// Gives the server back the window its DATA used, for the connection and the stream, once
+    /// half a default window has been consumed: without it the connection stalls after 64 KiB.
+    private func returnCredit(_ length: Int, stream id: HTTP2StreamID, endStream: Bool, context: ChannelHandlerContext) {
+        guard length > 0 else { return }
+        connectionUnacknowledgedBytes += length
+        if connectionUnacknowledgedBytes >= Self.windowUpdateThreshold {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledgedBytes))),
+                          promise: nil)
+            connectionUnacknowledgedBytes = 0
+            needsFlush = true
+        }
+        guard !endStream, var stream = streams[id] else { return }
+        stream.unacknowledgedBytes += length
+        if stream.unacknowledgedBytes >= Self.windowUpdateThreshold {
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledgedBytes))),
+                          promise: nil)
+            stream.unacknowledgedBytes = 0
+            needsFlush = true
+        }
+        streams[id] = stream
+    }
+}
+
+extension HTTP2ErrorCode {
+    /// The name RFC 9113 §7 gives the code, as delivery logs and server logs show it.
+    var specName: String {
+        let names = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+                     "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+                     "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"]
+        return networkCode < names.count ? names[networkCode] : "error 0x\(String(networkCode, radix: 16))"
+    }
+}

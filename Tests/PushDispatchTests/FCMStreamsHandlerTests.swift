@@ -1,0 +1,175 @@
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import NIOHTTP2
+import NIOTLS
+import Testing
+
+@testable import PushDispatch
+
+/// The frame-level half of the FCM client, driven frame by frame: what it writes for a batch,
+/// how it matches answers, resets, GOAWAY, timeouts and closes to requests, and the
+/// flow-control credit it returns.
+@Suite("FCM streams on one HTTP/2 connection")
+struct FCMStreamsHandlerTests {
+    final class Harness {
+        let state = FCMConnectionState()
+        let loop = EmbeddedEventLoop()
+        let channel: EmbeddedChannel
+
+        init() throws {
+            channel = EmbeddedChannel(loop: loop)
+            try channel.pipeline.syncOperations.addHandler(FCMStreamsHandler(state: state))
+        }
+
+        /// Writes a batch of `count` requests; the future answers them all.
+        func send(_ count: Int, timeout: Duration = .seconds(10)) throws -> EventLoopFuture<[FCMExchangeResult]> {
+            let promise = loop.makePromise(of: [FCMExchangeResult].self)
+            let requests = (0..<count).map { FCMRequest(path: "/v1/projects/p/messages:send", body: ByteBuffer(string: "{\"n\":\($0)}")) }
+            try channel.writeOutbound(FCMBatch(authority: "fcm.example:8443", authorization: "Bearer at-1", requests: requests,
+                                               timeout: timeout, promise: promise))
+            return promise.futureResult
+        }
+
+        func written() throws -> [HTTP2Frame] {
+            var frames: [HTTP2Frame] = []
+            while let frame = try channel.readOutbound(as: HTTP2Frame.self) { frames.append(frame) }
+            return frames
+        }
+
+        func answer(_ stream: HTTP2StreamID, status: Int, body: String, headers extra: [(String, String)] = []) throws {
+            try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: HPACKHeaders([(":status", "\(status)")] + extra)))))
+            try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(ByteBuffer(string: body)), endStream: true))))
+        }
+
+        static func results(_ future: EventLoopFuture<[FCMExchangeResult]>) -> [FCMExchangeResult]? {
+            var value: [FCMExchangeResult]?
+            future.assumeIsolated().whenSuccess { value = $0 }
+            return value
+        }
+    }
+
+    @Test func aBatchIsOneStreamPerRequestWithFCMHeadersAndAnswersMatchTheirStreams() throws {
+        let harness = try Harness()
+        let answers = try harness.send(2)
+        let frames = try harness.written()
+        #expect(frames.map(\.streamID) == [1, 1, 3, 3])
+        guard case .headers(let headers) = frames[0].payload, case .data(let data) = frames[1].payload else {
+            Issue.record("expected HEADERS then DATA, got \(frames)")
+            return
+        }
+        #expect(headers.headers[":method"] == ["POST"] && headers.headers[":scheme"] == ["https"])
+        #expect(headers.headers[":authority"] == ["fcm.example:8443"] && headers.headers[":path"] == ["/v1/projects/p/messages:send"])
+        #expect(headers.headers["authorization"] == ["Bearer at-1"] && headers.headers["content-type"] == ["application/json"])
+        #expect(headers.headers["content-length"] == ["7"] && !headers.endStream && data.endStream)
+        // Answers arrive in any order; the second one first.
+        try harness.answer(3, status: 429, body: "{\"error\":{}}", headers: [("retry-after", "30")])
+        #expect(Harness.results(answers) == nil)
+        try harness.answer(1, status: 200, body: "{\"name\":\"projects/p/messages/1\"}")
+        let results = try #require(Harness.results(answers))
+        let first = try results[0].get(), second = try results[1].get()
+        #expect(first.status == 200 && String(buffer: first.body) == "{\"name\":\"projects/p/messages/1\"}" && first.retryAfter == nil)
+        #expect(second.status == 429 && second.retryAfter == "30")
+        // The next batch continues the stream ids.
+        _ = try harness.send(1)
+        #expect(try harness.written().map(\.streamID) == [5, 5])
+    }
+
+    @Test func resetsGoAwayAndACloseFailEachStreamAsTransportErrors() throws {
+        let harness = try Harness()
+        let answers = try harness.send(3)
+        _ = try harness.written()
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .rstStream(.internalError)))
+        // GOAWAY: stream 3 was handled (its answer may still come), 5 never was.
+        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: 3, errorCode: .noError, opaqueData: nil)))
+        #expect(!harness.state.isUsable)
+        try harness.answer(3, status: 200, body: "{}")
+        let results = try #require(Harness.results(answers))
+        #expect(results[0].failureDescription == "stream reset by the server (INTERNAL_ERROR)")
+        #expect((try? results[1].get())?.status == 200)
+        #expect(results[2].failureDescription == "the server refused the stream (GOAWAY)")
+        // Nothing new starts on a connection that is going away.
+        let late = try #require(Harness.results(try harness.send(1)))
+        #expect(late[0].failureDescription?.hasPrefix("connection closed: the server is going away") == true)
+        #expect(try harness.written().isEmpty)
+
+        let closing = try Harness()
+        let pending = try closing.send(2)
+        try closing.answer(1, status: 200, body: "{}")
+        _ = try closing.channel.finish()
+        let closed = try #require(Harness.results(pending))
+        #expect((try? closed[0].get())?.status == 200)
+        #expect(closed[1].failureDescription == "connection closed")
+        #expect(!closing.state.isUsable)
+    }
+
+    @Test func unansweredStreamsTimeOutAndAreCancelled() throws {
+        let harness = try Harness()
+        let answers = try harness.send(2, timeout: .seconds(2))
+        _ = try harness.written()
+        try harness.answer(1, status: 200, body: "{}")
+        harness.loop.advanceTime(by: .milliseconds(1999))
+        #expect(Harness.results(answers) == nil)
+        harness.loop.advanceTime(by: .milliseconds(1))
+        let results = try #require(Harness.results(answers))
+        #expect((try? results[0].get())?.status == 200)
+        #expect(results[1].failureDescription == "no answer within 2.0 seconds")
+        let frames = try harness.written()
+        #expect(frames.count == 1 && frames[0].streamID == 3)
+        if case .rstStream(let code) = frames.first?.payload { #expect(code == .cancel) } else { Issue.record("no RST_STREAM: \(frames)") }
+    }
+
+    @Test func theServersStreamLimitIsReadAndInboundCreditIsReturned() throws {
+        let harness = try Harness()
+        #expect(harness.state.maxConcurrentStreams == 100)
+        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 7)]))))
+        #expect(harness.state.maxConcurrentStreams == 7)
+
+        // 40 answers of 1 KiB: the connection's credit comes back after 32 KiB, once.
+        let answers = try harness.send(40)
+        _ = try harness.written()
+        let kibibyte = String(repeating: "x", count: 1024)
+        for index in 0..<40 { try harness.answer(HTTP2StreamID(Int32(1 + 2 * index)), status: 200, body: kibibyte) }
+        #expect(Harness.results(answers)?.count == 40)
+        let updates = try harness.written().compactMap { frame -> (HTTP2StreamID, Int)? in
+            if case .windowUpdate(let increment) = frame.payload { (frame.streamID, increment) } else { nil }
+        }
+        #expect(updates.count == 1 && updates.first?.0 == .rootStream && updates.first?.1 == 32 * 1024)
+
+        // One large answer: its stream gets credit too while its body is still coming.
+        let large = try harness.send(1)
+        _ = try harness.written()
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 81, payload: .headers(.init(headers: [":status": "500"]))))
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 81, payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 40 * 1024))))))
+        let streamUpdates = try harness.written().filter { $0.streamID == 81 }
+        #expect(streamUpdates.count == 1)
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 81, payload: .data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))))
+        #expect((try? Harness.results(large)?[0].get())?.body.readableBytes == 40 * 1024)
+    }
+
+    @Test func aServerThatDoesNotChooseHTTP2IsLeftWithAClearReason() throws {
+        let harness = try Harness()
+        harness.channel.pipeline.fireUserInboundEventTriggered(TLSUserEvent.handshakeCompleted(negotiatedProtocol: "http/1.1"))
+        #expect(!harness.state.isUsable)
+        let results = try #require(Harness.results(try harness.send(1)))
+        #expect(results[0].failureDescription == "the server does not speak HTTP/2 over TLS (ALPN chose http/1.1)")
+    }
+
+    @Test func endpointsAreHTTPSURLsWithOptionalPortAndPath() {
+        let google = FCMEndpoint("https://fcm.googleapis.com")
+        #expect(google?.host == "fcm.googleapis.com" && google?.port == 443 && google?.pathPrefix == "")
+        #expect(google?.authority == "fcm.googleapis.com")
+        #expect(FCMEndpoint("https://127.0.0.1:8443/")?.authority == "127.0.0.1:8443")
+        #expect(FCMEndpoint("https://proxy.internal/fcm/")?.pathPrefix == "/fcm")
+        #expect(FCMEndpoint("https://[::1]:8443")?.host == "::1")
+        #expect(FCMEndpoint("https://[::1]:8443")?.authority == "[::1]:8443")
+        #expect(FCMEndpoint("http://fcm.googleapis.com") == nil)
+        #expect(FCMEndpoint("fcm.googleapis.com") == nil)
+    }
+}
+
+extension Result where Failure == FCMTransportError {
+    var failureDescription: String? {
+        if case .failure(let error) = self { error.description } else { nil }
+    }
+}
