@@ -116,7 +116,7 @@ enum MessageValidator {
         }
         switch field {
         case "token", "fid":
-            guard !value.isEmpty, !value.contains(where: \.isWhitespace) else { throw .invalidRegistrationToken }
+            guard !value.isEmpty, !value.unicodeScalars.contains(where: Self.isWhitespace) else { throw .invalidRegistrationToken }
             return field == "token" ? .token(value) : .fid(value)
         case "topic":
             guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.topic'", field: "message.topic") }
@@ -125,6 +125,11 @@ enum MessageValidator {
             guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.condition'", field: "message.condition") }
             return .condition(value)
         }
+    }
+
+    /// Unicode White_Space, without Character's grapheme breaking: tokens are long and all ASCII.
+    private static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.isASCII ? scalar == " " || (0x09...0x0D).contains(scalar.value) : scalar.properties.isWhitespace
     }
 
     private static func validateData(_ value: Any) throws(PayloadViolation) {

@@ -148,7 +148,11 @@ struct DeliveryQueue: Sendable {
         let nextAttempt: Date
     }
 
-    /// Writes results and device deactivations in two statements, whatever the batch size.
+    /// The most results one statement writes: large enough to be cheap per row, small enough to
+    /// stay on primary-key lookups.
+    static let resultsPerStatement = 2000
+
+    /// Writes device deactivations, then results, a statement per `resultsPerStatement`.
     /// Results for leases this worker no longer holds are dropped (another worker took over).
     /// A retry of a job that is no longer running becomes final.
     func record(_ results: [Result], deactivate: [(deviceID: Int64, reason: String)]) async throws {
@@ -161,9 +165,18 @@ struct DeliveryQueue: Sendable {
                  WHERE v.id = r.id AND v.is_active
                 """, logger: logger)
         }
-        guard !results.isEmpty else { return }
-        try await client.query(
-            """
+        for start in stride(from: 0, to: results.count, by: Self.resultsPerStatement) {
+            try await client.query(recordStatement(results[start..<min(start + Self.resultsPerStatement, results.count)]), logger: logger)
+        }
+    }
+
+    /// The rows are found by primary key (`d.id = ANY`), and the lease is compared as a join
+    /// column, never as a constant: statistics taken between campaigns say no row has a lease
+    /// owner, and with `d.lease_owner = 'me'` the planner expected one row, scanned the whole
+    /// table for it and then rescanned the results once per row found (seconds per batch).
+    func recordStatement(_ results: ArraySlice<Result>) -> PostgresQuery {
+        let ids = results.map(\.deliveryID)
+        return """
             UPDATE push_deliveries d
                -- A retry of a job that ended meanwhile is never tried again: skipped like the job's other
                -- pending deliveries when it was cancelled, failed with it when it failed.
@@ -178,14 +191,14 @@ struct DeliveryQueue: Sendable {
                    next_attempt_at = r.next_attempt,
                    lease_owner = NULL,
                    updated_at = now()
-              FROM unnest(\(results.map(\.deliveryID))::bigint[], \(results.map(\.status))::text[],
+              FROM unnest(\(ids)::bigint[], \(results.map(\.status))::text[],
                           \(results.map { $0.errorCode ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
                           \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
-                          \(results.map(\.nextAttempt))::timestamptz[])
-                   AS r(id, status, code, message, message_id, attempted, next_attempt),
+                          \(results.map(\.nextAttempt))::timestamptz[], \(Array(repeating: worker, count: results.count))::text[])
+                   AS r(id, status, code, message, message_id, attempted, next_attempt, lease_owner),
                    push_jobs j
-             WHERE d.id = r.id AND d.lease_owner = \(worker) AND j.id = d.job_id
-            """, logger: logger)
+             WHERE d.id = ANY(\(ids)) AND d.id = r.id AND d.lease_owner = r.lease_owner AND j.id = d.job_id
+            """
     }
 
     /// Keeps this worker's leases alive while their sends are in flight.

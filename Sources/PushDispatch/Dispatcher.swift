@@ -76,6 +76,9 @@ public struct Dispatcher: Service {
         var databaseFailures = 0
     }
 
+    /// Deliveries per send task (and per write to a connection).
+    static let sendSlice = 64
+
     private var stopping: Bool { Task.isShuttingDownGracefully || Task.isCancelled }
 
     /// Claims deliveries as capacity frees up and sends them; settles each answer in memory.
@@ -91,10 +94,14 @@ public struct Dispatcher: Service {
                 if !stopping && (free >= max(1, configuration.concurrency / 4) || running == 0) {
                     do {
                         let batch = try await claimBatch(limit: free, state: &state)
-                        if !batch.isEmpty {
-                            running += batch.count
-                            for claim in batch { inFlight.insert(claim.claimed.deliveryID) }
-                            group.addTask { await Self.attempt(batch, tokens: tokens, fcm: fcm) }
+                        running += batch.count
+                        for claim in batch { inFlight.insert(claim.claimed.deliveryID) }
+                        // Sent in slices, each on the least busy connection: a slice's slots free up
+                        // when its slowest answer arrives, and no connection gets more than the
+                        // server's stream limit at once.
+                        for start in stride(from: 0, to: batch.count, by: Self.sendSlice) {
+                            let slice = Array(batch[start..<min(start + Self.sendSlice, batch.count)])
+                            group.addTask { await Self.attempt(slice, tokens: tokens, fcm: fcm) }
                         }
                         claimedAny = !batch.isEmpty
                         state.databaseFailures = 0

@@ -1,0 +1,77 @@
+import Foundation
+import DeviceRegistry
+import Logging
+import PostgresNIO
+@testable import PushDispatch
+import Testing
+import TestSupport
+
+/// The queue's plans must not depend on statistics: during a big campaign they are always stale.
+@Suite("The queue's plans")
+struct QueuePlanTests {
+    /// A table whose statistics say "everything was sent" (an earlier campaign, analyzed) and
+    /// that then gets 20,000 pending deliveries the planner does not know about: the claim still
+    /// reads push_deliveries_claimable in order and sorts nothing. Before migration 005 and the
+    /// per-row job check it read every pending row of the job and sorted them all, on disk.
+    @Test func theClaimReadsTheClaimableIndexInOrderWhateverTheStatistics() async throws {
+        let plan = try await Self.withStaleStatistics { client, queue in
+            try await Self.explain(queue.claimStatement(limit: 128, excludingApps: []), client)
+        }
+        #expect(plan.contains("Index Scan using push_deliveries_claimable on push_deliveries d"), "\(plan)")
+        #expect(!plan.contains("Sort"), "\(plan)")
+    }
+
+    /// The same stale statistics say no delivery has a lease owner. Writing 2,000 results
+    /// looks them up by primary key; with the lease as a constant filter it scanned the whole
+    /// table and joined the results by a nested loop over every row it found.
+    @Test func resultsAreWrittenByPrimaryKeyWhateverTheStatistics() async throws {
+        let plan = try await Self.withStaleStatistics { client, queue in
+            let claimed = try await queue.claim(limit: 2000, excludingApps: [])
+            #expect(claimed.count == 2000)
+            let results = claimed.map {
+                DeliveryQueue.Result(deliveryID: $0.deliveryID, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m",
+                                     attempted: true, nextAttempt: Date())
+            }
+            return try await Self.explain(queue.recordStatement(results[...]), client)
+        }
+        #expect(plan.contains("Index Scan using push_deliveries_pkey on push_deliveries d"), "\(plan)")
+        #expect(!plan.contains("Seq Scan on push_deliveries"), "\(plan)")
+    }
+
+    /// A table whose statistics say "everything was sent" (an earlier campaign, analyzed) and
+    /// that then gets 20,000 pending deliveries the planner does not know about.
+    private static func withStaleStatistics(_ body: @Sendable (PostgresClient, DeliveryQueue) async throws -> String) async throws -> String {
+        let database = try await TestPostgres.shared.makeDatabase()
+        return try await database.withClient { client in
+            let app = try await AppDirectory(client: client, logger: Logger(label: "test")).add(code: "plan", name: "plan", serviceAccount: nil).id
+            try await client.query("""
+                INSERT INTO push_devices (user_id, app_id, token, platform)
+                SELECT g, \(app), 'plan-token-' || g, 'android' FROM generate_series(1, 20000) g
+                """)
+            // The earlier campaign: every delivery sent, then analyzed.
+            try await client.query("""
+                WITH job AS (INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at, finished_at)
+                             VALUES (\(app), 'completed', '{}', true, now(), now()) RETURNING id)
+                INSERT INTO push_deliveries (job_id, device_id, status, attempts)
+                SELECT job.id, d.id, 'sent', 1 FROM job, push_devices d
+                """)
+            try await client.query("ANALYZE push_deliveries")
+            try await client.query("ALTER TABLE push_deliveries SET (autovacuum_enabled = off)")
+            // The new campaign, unknown to the statistics.
+            try await client.query("""
+                WITH job AS (INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at)
+                             VALUES (\(app), 'running', '{}', true, now()) RETURNING id)
+                INSERT INTO push_deliveries (job_id, device_id) SELECT job.id, d.id FROM job, push_devices d
+                """)
+            return try await body(client, DeliveryQueue(client: client, worker: "plan-test", lease: .seconds(30), logger: Logger(label: "test")))
+        }
+    }
+
+    private static func explain(_ statement: PostgresQuery, _ client: PostgresClient) async throws -> String {
+        var lines: [String] = []
+        for try await line in try await client.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds)).decode(String.self) {
+            lines.append(line)
+        }
+        return lines.joined(separator: "\n")
+    }
+}
