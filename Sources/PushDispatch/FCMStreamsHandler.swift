@@ -128,6 +128,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         let request = unwrapOutboundIn(data)
         // The batch is ours from here on: its promise reports every outcome, the write's does not.
         promise?.succeed()
+        guard !request.requests.isEmpty else { return request.promise.succeed([]) }
         let batch = PendingBatch(count: request.requests.count, promise: request.promise)
         if let closedReason {
             for index in request.requests.indices { finish(batch, index, .failure(closedReason)) }
@@ -161,6 +162,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                 context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
             }
             context.flush()
+            closeIfDrained(context: context)
         }
     }
 
@@ -207,6 +209,12 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         default:
             break
         }
+        closeIfDrained(context: context)
+    }
+
+    /// A connection the server is leaving is closed by us once its last stream has ended.
+    private func closeIfDrained(context: ChannelHandlerContext) {
+        if !state.isUsable && streams.isEmpty && context.channel.isActive { context.close(promise: nil) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -62,7 +62,7 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
     @Option(help: "Port to listen on; 0 picks a free one.")
     var port = 0
 
-    @Flag(name: .customLong("no-tls"), help: "Serve plain HTTP/1.1 instead of HTTP/1.1 + HTTP/2 over TLS.")
+    @Flag(name: .customLong("no-tls"), help: "Serve plain HTTP/1.1 instead of HTTP/1.1 + HTTP/2 over TLS (push-worker sends only over TLS).")
     var noTLS = false
 
     @Option(name: .customLong("ca-out"), help: "Where to write the generated CA certificate (PEM).")
