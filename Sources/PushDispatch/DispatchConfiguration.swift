@@ -39,9 +39,7 @@ public struct DispatchConfiguration: Sendable {
         if let url = settings.value("FCM_BASE_URL") { configuration.fcmBaseURL = url }
         if let url = settings.value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }
         // Sends are HTTP/2 over TLS, as FCM speaks them; the token endpoint may be any http(s) URL.
-        guard FCMEndpoint(configuration.fcmBaseURL) != nil else {
-            throw .invalid("FCM_BASE_URL", "'\(configuration.fcmBaseURL)' is not an https URL")
-        }
+        _ = try FCMEndpoint.parse(configuration.fcmBaseURL)
         guard let parsed = URL(string: configuration.googleTokenURL), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
             throw .invalid("GOOGLE_TOKEN_URL", "'\(configuration.googleTokenURL)' is not an http(s) URL")
         }

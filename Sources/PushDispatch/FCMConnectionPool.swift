@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import NIOCore
 import NIOHTTP2
@@ -15,6 +16,12 @@ struct FCMEndpoint: Sendable, Equatable {
     var authority: String {
         let name = host.contains(":") ? "[\(host)]" : host
         return port == 443 ? name : "\(name):\(port)"
+    }
+
+    /// FCM_BASE_URL's endpoint, or the configuration error that names it.
+    static func parse(_ url: String) throws(ConfigurationError) -> FCMEndpoint {
+        guard let endpoint = FCMEndpoint(url) else { throw .invalid("FCM_BASE_URL", "'\(url)' is not an https URL") }
+        return endpoint
     }
 
     /// nil unless `url` is an absolute https URL with a host.

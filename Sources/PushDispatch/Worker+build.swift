@@ -62,11 +62,9 @@ func makeHTTPClient(_ configuration: DispatchConfiguration, tls: TLSConfiguratio
     return HTTPClient(eventLoopGroupProvider: .singleton, configuration: http)
 }
 
-/// The sends' client: HTTP/2 over TLS to FCM_BASE_URL (checked to be https by the configuration).
+/// The sends' client: HTTP/2 over TLS to FCM_BASE_URL.
 func makeFCMClient(_ configuration: DispatchConfiguration, tls: TLSConfiguration) throws -> FCMClient {
-    guard let endpoint = FCMEndpoint(configuration.fcmBaseURL) else {
-        throw ConfigurationError.invalid("FCM_BASE_URL", "'\(configuration.fcmBaseURL)' is not an https URL")
-    }
-    let pool = try FCMConnectionPool(endpoint: endpoint, concurrency: configuration.concurrency, tlsConfiguration: tls)
+    let pool = try FCMConnectionPool(endpoint: FCMEndpoint.parse(configuration.fcmBaseURL), concurrency: configuration.concurrency,
+                                     tlsConfiguration: tls)
     return FCMClient(pool: pool, timeout: configuration.requestTimeout)
 }
