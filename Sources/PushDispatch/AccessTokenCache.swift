@@ -132,7 +132,7 @@ struct GoogleTokenExchange: Sendable {
         let status: UInt
         let body: ByteBuffer
         do {
-            let response = try await http.execute(request, timeout: .nanoseconds(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))
+            let response = try await http.execute(request, timeout: TimeAmount(timeout))
             status = response.status.code
             body = try await response.body.collect(upTo: 64 * 1024)
         } catch {

@@ -151,16 +151,13 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             // the DATA frame's promise is how that is learned.
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.assumeIsolated().whenFailure { [self] error in
-                fail(id, .connectionClosed("\(error)"), context: context)
+                fail(id, .connectionClosed("\(error)"))
             }
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(fcmRequest.body), endStream: true)))),
                           promise: written)
         }
         batch.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
-            for id in ids where streams[id]?.batch === batch {
-                fail(id, .timedOut(request.timeout), context: context)
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
-            }
+            for id in ids where streams[id]?.batch === batch { cancel(id, .timedOut(request.timeout), context: context) }
             context.flush()
             closeIfDrained(context: context)
         }
@@ -178,30 +175,29 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                 stream.retryAfter = headers.headers.first(name: "retry-after")
             }
             streams[frame.streamID] = stream
-            if headers.endStream { complete(frame.streamID, context: context) }
+            if headers.endStream { complete(frame.streamID) }
         case .data(let data):
             let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
             returnCredit(length, stream: frame.streamID, endStream: data.endStream, context: context)
             guard var stream = streams[frame.streamID] else { return }
             if case .byteBuffer(var bytes) = data.data {
                 guard stream.body.readableBytes + bytes.readableBytes <= Self.maxResponseBytes else {
-                    fail(frame.streamID, .responseTooLarge(Self.maxResponseBytes), context: context)
-                    context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.cancel))), promise: nil)
+                    cancel(frame.streamID, .responseTooLarge(Self.maxResponseBytes), context: context)
                     needsFlush = true
                     return
                 }
                 stream.body.writeBuffer(&bytes)
             }
             streams[frame.streamID] = stream
-            if data.endStream { complete(frame.streamID, context: context) }
+            if data.endStream { complete(frame.streamID) }
         case .rstStream(let code):
-            fail(frame.streamID, .streamReset(code), context: context)
+            fail(frame.streamID, .streamReset(code))
         case .goAway(let lastStreamID, let code, _):
             // Streams above lastStreamID were never handled: NIOHTTP2Handler closes them and
             // they fail as `.refused`. Nothing new starts here; the pool opens a new connection.
             state.retire()
             closedReason = .connectionClosed("the server is going away (GOAWAY \(code.specName))")
-            for id in streams.keys where id > lastStreamID { fail(id, .refused, context: context) }
+            for id in streams.keys where id > lastStreamID { fail(id, .refused) }
         case .settings(.settings(let settings)):
             for setting in settings where setting.parameter == .maxConcurrentStreams {
                 state.setMaxConcurrentStreams(max(1, setting.value))
@@ -209,7 +205,6 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         default:
             break
         }
-        closeIfDrained(context: context)
     }
 
     /// A connection the server is leaving is closed by us once its last stream has ended.
@@ -223,12 +218,12 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             context.flush()
         }
         context.fireChannelReadComplete()
+        closeIfDrained(context: context)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
-            fail(closed.streamID, closed.reason.map { .streamReset($0) } ?? .malformedResponse("the stream ended without a response"),
-                 context: context)
+            fail(closed.streamID, closed.reason.map { .streamReset($0) } ?? .malformedResponse("the stream ended without a response"))
         } else if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, negotiated != "h2" {
             closedReason = .notHTTP2(negotiated: negotiated)
             state.retire()
@@ -239,7 +234,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let streamError = error as? NIOHTTP2Errors.StreamError {
-            fail(streamError.streamID, .malformedResponse("\(streamError.baseError)"), context: context)
+            fail(streamError.streamID, .malformedResponse("\(streamError.baseError)"))
             return
         }
         lastError = error
@@ -251,13 +246,13 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         state.retire()
         let reason = closedReason ?? .connectionClosed(lastError.map { "\($0)" })
         closedReason = reason
-        for id in Array(streams.keys) { fail(id, reason, context: context) }
+        for id in Array(streams.keys) { fail(id, reason) }
         context.fireChannelInactive()
     }
 
     // MARK: Streams
 
-    private func complete(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
+    private func complete(_ id: HTTP2StreamID) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         guard let status = stream.status else {
             finish(stream.batch, stream.index, .failure(.malformedResponse("no :status")))
@@ -268,7 +263,13 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                                                                 elapsed: .nanoseconds(elapsed.nanoseconds))))
     }
 
-    private func fail(_ id: HTTP2StreamID, _ error: FCMTransportError, context: ChannelHandlerContext) {
+    /// Fails a stream we give up on and tells the server with RST_STREAM(CANCEL); the caller flushes.
+    private func cancel(_ id: HTTP2StreamID, _ error: FCMTransportError, context: ChannelHandlerContext) {
+        fail(id, error)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+    }
+
+    private func fail(_ id: HTTP2StreamID, _ error: FCMTransportError) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         finish(stream.batch, stream.index, .failure(error))
     }
