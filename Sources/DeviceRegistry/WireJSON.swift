@@ -13,9 +13,45 @@ public enum WireJSON {
         return encoder
     }
 
+    /// `2026-11-21T20:59:33.388Z`: UTC, milliseconds truncated. PostgreSQL's times have whole
+    /// microseconds, so the date is rounded to the microsecond first: Foundation's formatter
+    /// truncates the binary fraction and prints `.387` for a stored `.388000` now and then.
+    /// Years outside 0...9999 are not written (none are stored).
     public static func formatted(_ date: Date) -> String {
-        date.formatted(isoFormat)
-    }
+        let microseconds = Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded()) + 978_307_200_000_000
+        let milliseconds = microseconds >= 0 ? microseconds / 1000 : (microseconds - 999) / 1000
+        var days = milliseconds >= 0 ? milliseconds / 86_400_000 : (milliseconds - 86_399_999) / 86_400_000
+        let millisecondOfDay = milliseconds - days * 86_400_000
+        // Civil date from days since 1970 (Howard Hinnant's algorithm, proleptic Gregorian).
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
 
-    private static let isoFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
+        return String(unsafeUninitializedCapacity: 24) { text in
+            func put(_ value: Int64, at offset: Int, digits: Int) {
+                var value = value
+                for position in (offset..<offset + digits).reversed() {
+                    text[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+            }
+            put(year, at: 0, digits: 4)
+            put(month, at: 5, digits: 2)
+            put(day, at: 8, digits: 2)
+            put(millisecondOfDay / 3_600_000, at: 11, digits: 2)
+            put(millisecondOfDay / 60_000 % 60, at: 14, digits: 2)
+            put(millisecondOfDay / 1000 % 60, at: 17, digits: 2)
+            put(millisecondOfDay % 1000, at: 20, digits: 3)
+            for (offset, separator) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."), (23, "Z")] as [(Int, Unicode.Scalar)] {
+                text[offset] = UInt8(ascii: separator)
+            }
+            return 24
+        }
+    }
 }

@@ -13,25 +13,18 @@ enum JSONBody {
     }
 
     static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                 body: .init(byteBuffer: encode(value)))
+        response(encode(value), status: status)
+    }
+
+    /// A response whose JSON is already written.
+    static func response(_ json: ByteBuffer, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: json))
     }
 
     /// Reads and decodes a JSON request body; every failure is an `APIError`.
     static func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext,
                                      limit: Int? = nil) async throws -> T {
-        let limit = limit ?? context.maxUploadSize
-        guard let contentType = request.headers[.contentType],
-              let mediaType = MediaType(from: contentType), mediaType.isType(.applicationJson)
-        else {
-            throw APIError(.unsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE", "the body must be application/json")
-        }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, code: "PAYLOAD_TOO_LARGE", "the body must be at most \(limit) bytes")
-        }
+        let buffer = try await read(request, context: context, limit: limit)
         do {
             return try JSONDecoder().decode(T.self, from: buffer)
         } catch let error as APIError {
@@ -40,6 +33,35 @@ enum JSONBody {
             throw describe(error)
         } catch {
             throw APIError.malformedJSON("the body is not valid JSON")
+        }
+    }
+
+    /// Reads a request body that must be a JSON object, for handlers that pick its members
+    /// themselves (the registration: no `Decodable` machinery on the busiest path).
+    static func object(from request: Request, context: some RequestContext) async throws -> JSONObject {
+        let buffer = try await read(request, context: context, limit: nil)
+        let value: JSONValue
+        do {
+            value = try buffer.withUnsafeReadableBytes { bytes throws(JSONSyntaxError) in try JSONParser.parse(bytes) }
+        } catch {
+            throw APIError.malformedJSON("the body is not valid JSON")
+        }
+        guard case .object(let members) = value else { throw APIError.validation("the body must be a JSON object") }
+        return JSONObject(members: members)
+    }
+
+    /// The body, after checking its media type and size.
+    private static func read(_ request: Request, context: some RequestContext, limit: Int?) async throws -> ByteBuffer {
+        let limit = limit ?? context.maxUploadSize
+        guard let contentType = request.headers[.contentType],
+              let mediaType = MediaType(from: contentType), mediaType.isType(.applicationJson)
+        else {
+            throw APIError(.unsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE", "the body must be application/json")
+        }
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "PAYLOAD_TOO_LARGE", "the body must be at most \(limit) bytes")
         }
     }
 
@@ -74,4 +96,18 @@ enum JSONBody {
     }
 
     private static let encoder = WireJSON.makeEncoder()
+}
+
+/// A request body's members, read with the same messages `decode` gives for a `Decodable` type.
+struct JSONObject {
+    let members: [String: JSONValue]
+
+    /// The member as a string; nil when it is absent or null.
+    func string(_ name: String) throws(APIError) -> String? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .string(let value)?: return value
+        default: throw APIError.validation("\(name) must be a string")
+        }
+    }
 }

@@ -14,7 +14,7 @@ struct AppUserAuthenticator: RouterMiddleware {
         }
         let user: AppUser
         do {
-            user = try await verifier.verify(token)
+            user = try verifier.verify(token)
         } catch {
             context.logger.info("access token refused", metadata: ["push.reason": "\(error)"])
             throw APIError.unauthenticated(error.description)

@@ -52,30 +52,38 @@ public struct UserTokenVerifier: Sendable {
         }
     }
 
-    private let keysByAlgorithm: [String: JWTKeyCollection]
+    private let algorithms: [String: any JWTAlgorithm]
     private let issuer: String?
     private let audience: String?
 
     public init(_ configuration: Configuration) async throws(JWTConfigurationError) {
-        var keys: [String: JWTKeyCollection] = [:]
+        var algorithms: [String: any JWTAlgorithm] = [:]
         if let secret = configuration.hmacSecret {
             // jwt-kit traps on short HMAC keys in debug builds; refuse them with a message instead.
             guard secret.utf8.count >= 32 else { throw .secretTooShort(bytes: secret.utf8.count) }
-            keys["HS256"] = await JWTKeyCollection().add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+            algorithms["HS256"] = await Self.algorithm(of: JWTKeyCollection().add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256))
         }
         if let pem = configuration.publicKeyPEM {
             if let rsa = try? Insecure.RSA.PublicKey(pem: pem) {
-                keys["RS256"] = await JWTKeyCollection().add(rsa: rsa, digestAlgorithm: .sha256)
+                algorithms["RS256"] = await Self.algorithm(of: JWTKeyCollection().add(rsa: rsa, digestAlgorithm: .sha256))
             } else if let ec = try? ES256PublicKey(pem: pem) {
-                keys["ES256"] = await JWTKeyCollection().add(ecdsa: ec)
+                algorithms["ES256"] = await Self.algorithm(of: JWTKeyCollection().add(ecdsa: ec))
             } else {
                 throw .unsupportedPublicKey(path: configuration.publicKeyPath)
             }
         }
-        guard !keys.isEmpty else { throw .noKey }
-        self.keysByAlgorithm = keys
+        guard !algorithms.isEmpty else { throw .noKey }
+        self.algorithms = algorithms
         self.issuer = configuration.issuer
         self.audience = configuration.audience
+    }
+
+    /// jwt-kit builds the algorithm for a key; its key collection is an actor, and verifying
+    /// through it costs every request two hops between executors. The algorithm itself is a
+    /// `Sendable` value that verifies synchronously.
+    private static func algorithm(of keys: JWTKeyCollection) async -> any JWTAlgorithm {
+        // The collection was just given its one key, which is its default.
+        try! await keys.getKey()
     }
 
     public enum Failure: Error, Equatable, CustomStringConvertible {
@@ -106,51 +114,86 @@ public struct UserTokenVerifier: Sendable {
         }
     }
 
-    public func verify(_ token: String, now: Date = Date()) async throws(Failure) -> AppUser {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Self.base64URLDecode(parts[0]),
-              let header = try? JSONDecoder().decode(Header.self, from: headerData)
+    public func verify(_ token: String, now: Date = Date()) throws(Failure) -> AppUser {
+        let bytes = Array(token.utf8)
+        let dot = UInt8(ascii: ".")
+        guard let firstDot = bytes.firstIndex(of: dot), let secondDot = bytes[(firstDot + 1)...].firstIndex(of: dot),
+              !bytes[(secondDot + 1)...].contains(dot),
+              case .string(let alg)? = Self.segment(bytes[..<firstDot])?["alg"]
         else { throw .malformed }
-        guard let keys = keysByAlgorithm[header.alg] else { throw .algorithmNotAccepted(header.alg) }
+        guard let algorithm = algorithms[alg] else { throw .algorithmNotAccepted(alg) }
 
-        let claims: Claims
+        guard let signature = Base64URL.decode(bytes[(secondDot + 1)...]) else { throw .malformed }
+        let signed: Bool
         do {
-            claims = try await keys.verify(token, as: Claims.self)
-        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
-            throw .badSignature
+            signed = try algorithm.verify(signature, signs: bytes[..<secondDot])
         } catch {
             throw .malformed
         }
-        guard let exp = claims.exp else { throw .missingExpiry }
-        guard exp.value > now else { throw .expired }
-        if let nbf = claims.nbf, nbf.value > now { throw .notYetValid }
-        if let issuer, claims.iss?.value != issuer { throw .wrongIssuer }
-        if let audience, !(claims.aud?.value.contains(audience) ?? false) { throw .wrongAudience }
-        guard let userID = claims.userId ?? claims.sub.flatMap({ Int64($0.value) }) else { throw .missingUser }
-        guard let appID = claims.appId else { throw .missingApp }
+        guard signed else { throw .badSignature }
+
+        guard let payload = Self.segment(bytes[(firstDot + 1)..<secondDot]), case .object(let claims) = payload else {
+            throw .malformed
+        }
+        let exp = try Self.date(claims["exp"])
+        let nbf = try Self.date(claims["nbf"])
+        let iss = try Self.string(claims["iss"])
+        let aud = try Self.audiences(claims["aud"])
+        let sub = try Self.string(claims["sub"])
+        let userId = try Self.integer(claims["userId"])
+        let appId = try Self.integer(claims["appId"])
+
+        guard let exp else { throw .missingExpiry }
+        guard exp > now else { throw .expired }
+        if let nbf, nbf > now { throw .notYetValid }
+        if let issuer, iss != issuer { throw .wrongIssuer }
+        if let audience, !(aud?.contains(audience) ?? false) { throw .wrongAudience }
+        guard let userID = userId ?? sub.flatMap({ Int64($0) }) else { throw .missingUser }
+        guard let appID = appId else { throw .missingApp }
         return AppUser(userID: userID, appID: appID)
     }
 
-    private struct Header: Decodable {
-        let alg: String
+    /// A header or claims segment: base64url of a JSON document.
+    private static func segment(_ bytes: ArraySlice<UInt8>) -> JSONValue? {
+        guard let json = Base64URL.decode(bytes) else { return nil }
+        return try? JSONParser.parse(json)
     }
 
-    /// Date checks happen in `verify(_:now:)`, after the signature, with precise messages.
-    private struct Claims: JWTPayload {
-        let exp: ExpirationClaim?
-        let nbf: NotBeforeClaim?
-        let iss: IssuerClaim?
-        let aud: AudienceClaim?
-        let sub: SubjectClaim?
-        let userId: Int64?
-        let appId: Int64?
+    // A claim of the wrong JSON type makes the token malformed; an absent or null one is nil.
 
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    private static func date(_ claim: JSONValue?) throws(Failure) -> Date? {
+        guard let claim, claim != .null else { return nil }
+        guard let seconds = claim.seconds else { throw .malformed }
+        return Date(timeIntervalSince1970: seconds)
     }
 
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
+    private static func string(_ claim: JSONValue?) throws(Failure) -> String? {
+        switch claim {
+        case nil, .null?: return nil
+        case .string(let value)?: return value
+        default: throw .malformed
+        }
+    }
+
+    private static func integer(_ claim: JSONValue?) throws(Failure) -> Int64? {
+        switch claim {
+        case nil, .null?: return nil
+        case .integer(let value)?: return value
+        default: throw .malformed
+        }
+    }
+
+    /// `aud` is one string or an array of them (RFC 7519 §4.1.3).
+    private static func audiences(_ claim: JSONValue?) throws(Failure) -> [String]? {
+        switch claim {
+        case nil, .null?: return nil
+        case .string(let value)?: return [value]
+        case .array(let values)?:
+            return try values.map { value throws(Failure) in
+                guard case .string(let audience) = value else { throw .malformed }
+                return audience
+            }
+        default: throw .malformed
+        }
     }
 }

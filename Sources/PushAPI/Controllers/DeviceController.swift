@@ -14,70 +14,61 @@ struct DeviceController {
         group.delete(":id", use: deactivate)
     }
 
-    struct RegisterBody: Decodable {
-        let token: String?
-        let platform: String?
-        let deviceId: String?
-        let tokenType: String?
-    }
-
-    struct DeviceBody: Encodable {
-        let id: Int64
-        let token: String
-        let tokenType: String
-        let platform: String
-        let deviceId: String?
-        let isActive: Bool
-        let lastUsedAt: Date
-        let createdAt: Date
-        let deactivatedAt: Date?
-        let deactivationReason: String?
-
-        init(_ device: Device) {
-            id = device.id
-            token = device.token
-            tokenType = device.tokenType.rawValue
-            platform = device.platform.rawValue
-            deviceId = device.deviceID
-            isActive = device.isActive
-            lastUsedAt = device.lastUsedAt
-            createdAt = device.createdAt
-            deactivatedAt = device.deactivatedAt
-            deactivationReason = device.deactivationReason
-        }
-
-        enum CodingKeys: String, CodingKey {
-            case id, token, tokenType, platform, deviceId, isActive, lastUsedAt, createdAt, deactivatedAt, deactivationReason
-        }
-
-        // deviceId is always present (null when unknown); the deactivation fields only on inactive rows.
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(id, forKey: .id)
-            try container.encode(token, forKey: .token)
-            try container.encode(tokenType, forKey: .tokenType)
-            try container.encode(platform, forKey: .platform)
-            try container.encode(deviceId, forKey: .deviceId)
-            try container.encode(isActive, forKey: .isActive)
-            try container.encode(lastUsedAt, forKey: .lastUsedAt)
-            try container.encode(createdAt, forKey: .createdAt)
-            try container.encodeIfPresent(deactivatedAt, forKey: .deactivatedAt)
-            try container.encodeIfPresent(deactivationReason, forKey: .deactivationReason)
+    /// A device as the API shows it. deviceId is always present (null when unknown); the
+    /// deactivation fields only on inactive rows. Members in sorted order, as `WireJSON` writes.
+    static func write(_ device: Device, to json: inout JSONWriter) {
+        json.object { json in
+            json.name("createdAt")
+            json.value(device.createdAt)
+            if let deactivatedAt = device.deactivatedAt {
+                json.name("deactivatedAt")
+                json.value(deactivatedAt)
+            }
+            if let reason = device.deactivationReason {
+                json.name("deactivationReason")
+                json.value(reason)
+            }
+            json.name("deviceId")
+            json.value(device.deviceID)
+            json.name("id")
+            json.value(device.id)
+            json.name("isActive")
+            json.value(device.isActive)
+            json.name("lastUsedAt")
+            json.value(device.lastUsedAt)
+            json.name("platform")
+            json.value(device.platform.rawValue)
+            json.name("token")
+            json.value(device.token)
+            json.name("tokenType")
+            json.value(device.tokenType.rawValue)
         }
     }
 
-    struct DeviceList: Encodable {
-        let devices: [DeviceBody]
+    static func body(_ device: Device) -> ByteBuffer {
+        var json = JSONWriter()
+        write(device, to: &json)
+        return json.buffer
+    }
+
+    static func body(_ devices: [Device]) -> ByteBuffer {
+        var json = JSONWriter(capacity: 128 + 512 * devices.count)
+        json.object { json in
+            json.name("devices")
+            json.array(devices) { json, device in write(device, to: &json) }
+        }
+        return json.buffer
     }
 
     @Sendable func register(_ request: Request, context: APIRequestContext) async throws -> Response {
         let user = try context.requireAppUser()
-        let body = try await JSONBody.decode(RegisterBody.self, from: request, context: context)
+        let body = try await JSONBody.object(from: request, context: context)
         let registration: DeviceRegistration
         do {
             registration = try DeviceRegistration(
-                token: body.token, platform: body.platform, deviceID: body.deviceId, tokenType: body.tokenType)
-        } catch {
+                token: try body.string("token"), platform: try body.string("platform"),
+                deviceID: try body.string("deviceId"), tokenType: try body.string("tokenType"))
+        } catch let error as DeviceValidationError {
             throw APIError.validation(error.description)
         }
         let (registry, logger) = (self.registry, context.logger)
@@ -90,7 +81,7 @@ struct DeviceController {
             "push.token": "\(maskedToken(registration.token))",
             "push.created": "\(result.created)",
         ])
-        return JSONBody.response(DeviceBody(result.device), status: result.created ? .created : .ok)
+        return JSONBody.response(Self.body(result.device), status: result.created ? .created : .ok)
     }
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> Response {
@@ -99,7 +90,7 @@ struct DeviceController {
         let devices = try await deadline.run {
             try await registry.devices(appID: user.appID, userID: user.userID, logger: logger)
         }
-        return JSONBody.response(DeviceList(devices: devices.map(DeviceBody.init)))
+        return JSONBody.response(Self.body(devices))
     }
 
     @Sendable func deactivate(_ request: Request, context: APIRequestContext) async throws -> Response {

@@ -1,0 +1,265 @@
+import Foundation
+
+/// Why a document is not JSON: the byte offset where reading stopped.
+struct JSONSyntaxError: Error, CustomStringConvertible {
+    let offset: Int
+    var description: String { "invalid JSON at byte \(offset)" }
+}
+
+/// A strict RFC 8259 reader for the small documents on the registration path (the request body,
+/// a JWT's header and claims). Foundation's `JSONDecoder` costs about a tenth of a registration's
+/// CPU there, most of it in `Decodable`'s generic machinery, not in reading bytes.
+///
+/// Invalid UTF-8, unescaped control characters, lone surrogates, leading zeros, trailing commas
+/// or content after the value are errors. A repeated member name keeps its last value.
+struct JSONParser {
+    /// Deeper documents are refused rather than risking the stack: no request nests this far.
+    static let maximumDepth = 64
+
+    static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONSyntaxError) -> JSONValue {
+        var parser = JSONParser(bytes: bytes)
+        parser.skipWhitespace()
+        let value = try parser.value(depth: 0)
+        parser.skipWhitespace()
+        guard parser.index == bytes.count else { throw JSONSyntaxError(offset: parser.index) }
+        return value
+    }
+
+    static func parse(_ bytes: some ContiguousBytes) throws(JSONSyntaxError) -> JSONValue {
+        let result = bytes.withUnsafeBytes { buffer in Result { () throws(JSONSyntaxError) in try parse(buffer) } }
+        return try result.get()
+    }
+
+    private let bytes: UnsafeRawBufferPointer
+    private var index = 0
+
+    private init(bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private func failure() -> JSONSyntaxError { JSONSyntaxError(offset: index) }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func value(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard let byte = current else { throw failure() }
+        switch byte {
+        case UInt8(ascii: "{"): return try object(depth: depth + 1)
+        case UInt8(ascii: "["): return try array(depth: depth + 1)
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
+        default: throw failure()
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
+        let count = word.utf8CodeUnitCount
+        guard bytes.count - index >= count,
+              memcmp(bytes.baseAddress! + index, word.utf8Start, count) == 0
+        else { throw failure() }
+        index += count
+    }
+
+    private mutating func object(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard depth <= Self.maximumDepth else { throw failure() }
+        index += 1
+        var members: [String: JSONValue] = [:]
+        skipWhitespace()
+        if current == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            guard current == UInt8(ascii: "\"") else { throw failure() }
+            let name = try string()
+            skipWhitespace()
+            guard current == UInt8(ascii: ":") else { throw failure() }
+            index += 1
+            skipWhitespace()
+            members[name] = try value(depth: depth)
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                index += 1
+                skipWhitespace()
+            case UInt8(ascii: "}"):
+                index += 1
+                return .object(members)
+            default:
+                throw failure()
+            }
+        }
+    }
+
+    private mutating func array(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard depth <= Self.maximumDepth else { throw failure() }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if current == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            elements.append(try value(depth: depth))
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                index += 1
+                skipWhitespace()
+            case UInt8(ascii: "]"):
+                index += 1
+                return .array(elements)
+            default:
+                throw failure()
+            }
+        }
+    }
+
+    /// Reads a string starting at its opening quote. Runs without escapes are copied as they are;
+    /// the UTF-8 of the whole result is validated once.
+    private mutating func string() throws(JSONSyntaxError) -> String {
+        index += 1
+        let start = index
+        // The common case: no escapes, so the bytes between the quotes are the string.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let run = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                guard let text = String(validating: run, as: UTF8.self) else { throw JSONSyntaxError(offset: start) }
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            guard byte >= 0x20 else { throw failure() }
+            index += 1
+        }
+        var utf8 = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
+        while let byte = current {
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                guard let text = String(validating: utf8, as: UTF8.self) else { throw JSONSyntaxError(offset: start) }
+                return text
+            case UInt8(ascii: "\\"):
+                index += 1
+                try escape(into: &utf8)
+            case ..<0x20:
+                throw failure()
+            default:
+                utf8.append(byte)
+                index += 1
+            }
+        }
+        throw failure()
+    }
+
+    private mutating func escape(into utf8: inout [UInt8]) throws(JSONSyntaxError) {
+        guard let byte = current else { throw failure() }
+        index += 1
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(byte)
+        case UInt8(ascii: "b"): utf8.append(0x08)
+        case UInt8(ascii: "f"): utf8.append(0x0C)
+        case UInt8(ascii: "n"): utf8.append(0x0A)
+        case UInt8(ascii: "r"): utf8.append(0x0D)
+        case UInt8(ascii: "t"): utf8.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = UInt32(try hex4())
+            if (0xD800...0xDBFF).contains(scalar) {
+                // A high surrogate must be followed by an escaped low one.
+                guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") else {
+                    throw failure()
+                }
+                index += 2
+                let low = UInt32(try hex4())
+                guard (0xDC00...0xDFFF).contains(low) else { throw failure() }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            }
+            guard let unicode = Unicode.Scalar(scalar) else { throw failure() }
+            utf8.append(contentsOf: UTF8.encode(unicode)!)
+        default:
+            throw failure()
+        }
+    }
+
+    private mutating func hex4() throws(JSONSyntaxError) -> UInt16 {
+        guard bytes.count - index >= 4 else { throw failure() }
+        var value: UInt16 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw failure()
+            }
+            value = value << 4 | UInt16(digit)
+            index += 1
+        }
+        return value
+    }
+
+    /// An integer that fits in `Int64` stays exact; any other number becomes a `Decimal`.
+    private mutating func number() throws(JSONSyntaxError) -> JSONValue {
+        let start = index
+        if current == UInt8(ascii: "-") { index += 1 }
+        if current == UInt8(ascii: "0") {
+            index += 1
+        } else {
+            guard digits() > 0 else { throw failure() }
+        }
+        var integral = true
+        if current == UInt8(ascii: ".") {
+            index += 1
+            guard digits() > 0 else { throw failure() }
+            integral = false
+        }
+        if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            index += 1
+            if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
+            guard digits() > 0 else { throw failure() }
+            integral = false
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if integral, let integer = Int64(text) { return .integer(integer) }
+        guard let decimal = Decimal(string: text, locale: nil), decimal.isFinite else { throw JSONSyntaxError(offset: start) }
+        return .number(decimal)
+    }
+
+    private mutating func digits() -> Int {
+        let start = index
+        while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { index += 1 }
+        return index - start
+    }
+}
+
+extension JSONValue {
+    /// The member's value when this is an object, else nil.
+    subscript(member: String) -> JSONValue? {
+        if case .object(let members) = self { return members[member] }
+        return nil
+    }
+
+    /// The value as a number of seconds (JWT dates are seconds since 1970, maybe fractional).
+    var seconds: Double? {
+        switch self {
+        case .integer(let value): Double(value)
+        case .number(let value): NSDecimalNumber(decimal: value).doubleValue
+        default: nil
+        }
+    }
+}
