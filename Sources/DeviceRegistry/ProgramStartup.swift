@@ -38,10 +38,6 @@ public enum ProgramStartup {
     }
 
     public static func bootstrapLogging(level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrap { label in StandardErrorLogHandler(label: label, level: level) }
     }
 }
