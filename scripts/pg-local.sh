@@ -131,6 +131,11 @@ unix_socket_directories = '$RUN_DIR'
 max_connections = 200
 shared_buffers = 256MB
 logging_collector = off
+# Checkpoints on a timer, not every ~500 MB of WAL: at a few thousand writes per second the
+# default max_wal_size (1GB) checkpoints every half minute, and each one floods the WAL with
+# full-page images. Sizing, not durability.
+max_wal_size = 4GB
+checkpoint_timeout = 15min
 EOF
         mv "$PGDATA_DIR.tmp" "$PGDATA_DIR"
     fi

@@ -17,6 +17,7 @@
 #   SKIP_BUILD=1        use the existing .build/release binaries
 #   DATABASE_URL=...    use this database instead of a local one in bench/out/pg
 #   PG_PORT=55432       port of the local PostgreSQL   API_PORT=18080
+#   API_POOL_MAX=8      push-api's database connections (DATABASE_URL's ?pool_max=; see README.md)
 #
 # Outputs in bench/out/: registration-wrk.txt, registration-warmup.txt,
 # registration-pgbench.txt, push-api.log, registration-summary.txt.
@@ -38,6 +39,7 @@ PGBENCH_ARGS=${PGBENCH_ARGS:-}
 USERS=${USERS:-20000}
 PG_PORT=${PG_PORT:-55432}
 API_PORT=${API_PORT:-18080}
+API_POOL_MAX=${API_POOL_MAX:-8}
 BIN=${BIN_DIR:-.build/release}   # BIN_DIR: only to test this script with stand-ins
 
 # Targets.
@@ -127,7 +129,9 @@ if curl -s -o /dev/null --max-time 1 "$API_URL/healthz"; then
     die "something already listens on $API_URL; stop it or set API_PORT"
 fi
 log "starting push-api on $API_URL (log: $OUT/push-api.log)"
-DATABASE_URL=$DATABASE_URL JWT_SECRET=$JWT_SECRET API_PORT=$API_PORT LOG_LEVEL=warning \
+# pool_max joins the URL's query (a local cluster's URL already has one).
+API_DATABASE_URL="$DATABASE_URL$([[ $DATABASE_URL == *\?* ]] && echo '&' || echo '?')pool_max=$API_POOL_MAX"
+DATABASE_URL=$API_DATABASE_URL JWT_SECRET=$JWT_SECRET API_PORT=$API_PORT LOG_LEVEL=warning \
     "$BIN/push-api" >"$OUT/push-api.log" 2>&1 &
 API_PID=$!
 for i in $(seq 1 300); do   # up to 30 s
@@ -200,7 +204,7 @@ for r in "$R_RPS" "$R_P99" "$R_RATIO" "$R_ERR" "$R_PG" "$R_DUR"; do [[ $r == PAS
 
 {
     echo "Registration benchmark: POST /push/devices  ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
-    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)'), $(nproc) cores, ${DURATION}s runs, wrk -t$THREADS -c$CONNECTIONS, pgbench -c$PGBENCH_CLIENTS -j$PGBENCH_THREADS${PGBENCH_ARGS:+ $PGBENCH_ARGS}, $USERS users"
+    echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)'), $(nproc) cores, ${DURATION}s runs, wrk -t$THREADS -c$CONNECTIONS, pgbench -c$PGBENCH_CLIENTS -j$PGBENCH_THREADS${PGBENCH_ARGS:+ $PGBENCH_ARGS}, push-api pool_max=$API_POOL_MAX, $USERS users"
     echo
     printf '%-28s %12s %10s  %s\n' "metric" "value" "target" "result"
     printf '%-28s %12s %10s  %s\n' "wrk requests/s" "$RPS" ">= $TARGET_RPS" "$R_RPS"
