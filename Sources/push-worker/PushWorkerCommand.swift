@@ -6,6 +6,11 @@ import PushDispatch
 
 @main
 struct PushWorkerCommand: AsyncParsableCommand {
+    static func main() async {
+        ProgramStartup.runConcurrencyOnEventLoops()
+        await main(nil)
+    }
+
     static let configuration = CommandConfiguration(
         commandName: "push-worker",
         abstract: "Claims queued push jobs and delivers them through FCM HTTP v1.",
