@@ -89,17 +89,7 @@ struct JSONParser {
             index += 1
             skipWhitespace()
             members[name] = try value(depth: depth)
-            skipWhitespace()
-            switch current {
-            case UInt8(ascii: ","):
-                index += 1
-                skipWhitespace()
-            case UInt8(ascii: "}"):
-                index += 1
-                return .object(members)
-            default:
-                throw failure()
-            }
+            if try closes(UInt8(ascii: "}")) { return .object(members) }
         }
     }
 
@@ -114,17 +104,23 @@ struct JSONParser {
         }
         while true {
             elements.append(try value(depth: depth))
+            if try closes(UInt8(ascii: "]")) { return .array(elements) }
+        }
+    }
+
+    /// After a member or element: true at the container's closing bracket, false after a comma.
+    private mutating func closes(_ bracket: UInt8) throws(JSONSyntaxError) -> Bool {
+        skipWhitespace()
+        switch current {
+        case UInt8(ascii: ","):
+            index += 1
             skipWhitespace()
-            switch current {
-            case UInt8(ascii: ","):
-                index += 1
-                skipWhitespace()
-            case UInt8(ascii: "]"):
-                index += 1
-                return .array(elements)
-            default:
-                throw failure()
-            }
+            return false
+        case bracket:
+            index += 1
+            return true
+        default:
+            throw failure()
         }
     }
 
