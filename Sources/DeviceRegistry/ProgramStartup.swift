@@ -9,7 +9,7 @@ public enum ProgramStartup {
     /// Makes Swift concurrency's global executor NIO's event loops (the ones Hummingbird,
     /// PostgresNIO and AsyncHTTPClient already use), so a task that awaits I/O resumes on the
     /// thread that did it instead of hopping to the global pool and back. About 15% less CPU per
-    /// registration in push-api, about 7% per delivery in push-worker. Call first in `main`, on the main thread, before anything is awaited; after
+    /// registration in push-api, about 5% per delivery in push-worker. Call first in `main`, on the main thread, before anything is awaited; after
     /// it, no task may block: file reads happen before serving, and only log lines are still
     /// written to stderr synchronously, as swift-log's stream handler does everywhere.
     public static func runConcurrencyOnEventLoops() {
