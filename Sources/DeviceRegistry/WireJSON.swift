@@ -48,10 +48,14 @@ public enum WireJSON {
             put(millisecondOfDay / 60_000 % 60, at: 14, digits: 2)
             put(millisecondOfDay / 1000 % 60, at: 17, digits: 2)
             put(millisecondOfDay % 1000, at: 20, digits: 3)
-            for (offset, separator) in [(4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "."), (23, "Z")] as [(Int, Unicode.Scalar)] {
-                text[offset] = UInt8(ascii: separator)
-            }
+            for (offset, separator) in separators { text[offset] = separator }
             return 24
         }
     }
+
+    /// Where `formatted` puts its punctuation: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+    private static let separators: [(Int, UInt8)] = [
+        (4, UInt8(ascii: "-")), (7, UInt8(ascii: "-")), (10, UInt8(ascii: "T")), (13, UInt8(ascii: ":")),
+        (16, UInt8(ascii: ":")), (19, UInt8(ascii: ".")), (23, UInt8(ascii: "Z")),
+    ]
 }
