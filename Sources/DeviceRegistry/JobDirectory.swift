@@ -171,14 +171,18 @@ public struct JobDirectory: Sendable {
                COALESCE(j.last_error,
                         (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
                           WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
-               count(d.id)::int,
+               (count(d.id) + u.devices)::int,
                count(d.id) FILTER (WHERE d.status = 'sent')::int,
                count(d.id) FILTER (WHERE d.status = 'failed')::int,
                count(d.id) FILTER (WHERE d.status = 'skipped')::int,
-               count(d.id) FILTER (WHERE d.status = 'pending')::int
-          FROM push_jobs j JOIN apps a ON a.id = j.app_id LEFT JOIN push_deliveries d ON d.job_id = j.id
+               (count(d.id) FILTER (WHERE d.status = 'pending') + u.devices)::int
+          FROM push_jobs j JOIN apps a ON a.id = j.app_id
+               -- Workers expand an audience as they send it: the part without rows yet is pending too.
+               CROSS JOIN LATERAL (SELECT push_job_unexpanded(j.status, j.audience_complete, j.app_id, j.user_ids, j.platforms,
+                                                              j.audience_cursor) AS devices) u
+               LEFT JOIN push_deliveries d ON d.job_id = j.id
         """
-    private static let groupBy = " GROUP BY j.id, a.code"
+    private static let groupBy = " GROUP BY j.id, a.code, u.devices"
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []

@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// The queue's SQL: expanding job audiences into deliveries, claiming deliveries under a lease,
+/// The queue's SQL: expanding job audiences into leased deliveries, claiming due deliveries under a lease,
 /// writing results back in batches, finishing and failing jobs.
 struct DeliveryQueue: Sendable {
     let client: PostgresClient
@@ -13,52 +13,79 @@ struct DeliveryQueue: Sendable {
 
     var leaseSeconds: Double { Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18 }
 
-    /// Expands the next chunk of one due job's audience, if any job needs it. Returns the job id
-    /// and how many deliveries it added, nil when no job needed expanding. The job row is locked
-    /// (SKIP LOCKED), so one worker expands a job while the others send.
-    func expandNextAudience(chunk: Int) async throws -> (job: Int64, added: Int, complete: Bool)? {
-        try await client.withTransaction(logger: logger) { connection in
-            let jobs = try await connection.query(
-                """
-                SELECT id, app_id, user_ids, platforms, audience_cursor
-                  FROM push_jobs
-                 WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()
-                 ORDER BY send_at, id
-                 LIMIT 1
-                   FOR UPDATE SKIP LOCKED
-                """, logger: logger)
-            var found: (Int64, Int64, [Int64]?, [String]?, Int64)?
-            for try await row in jobs.decode((Int64, Int64, [Int64]?, [String]?, Int64).self) { found = row }
-            guard let (job, app, users, platforms, cursor) = found else { return nil }
+    /// A due job with audience left to expand, and what its expansion reads.
+    struct Audience: Sendable {
+        let job: Int64
+        let app: Int64
+        let users: [Int64]?
+        let platforms: [String]?
+    }
 
-            let expanded = try await connection.query(
-                """
-                WITH chunk AS (
-                    SELECT d.id FROM push_devices d
-                     WHERE d.app_id = \(app) AND d.is_active AND d.id > \(cursor)
-                       AND (\(users)::bigint[] IS NULL OR d.user_id = ANY(\(users)::bigint[]))
-                       AND (\(platforms)::text[] IS NULL OR d.platform = ANY(\(platforms)::text[]))
-                     ORDER BY d.id
-                     LIMIT \(chunk)),
-                inserted AS (
-                    INSERT INTO push_deliveries (job_id, device_id)
-                    SELECT \(job), id FROM chunk
-                    ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
-                    RETURNING 1)
-                SELECT (SELECT count(*) FROM chunk)::int, (SELECT max(id) FROM chunk), (SELECT count(*) FROM inserted)::int
-                """, logger: logger)
-            var (scanned, last, added) = (0, Int64?.none, 0)
-            for try await row in expanded.decode((Int, Int64?, Int).self) { (scanned, last, added) = row }
-            let complete = scanned < chunk
-            try await connection.query(
-                """
-                UPDATE push_jobs
-                   SET status = 'running', started_at = COALESCE(started_at, now()),
-                       audience_cursor = \(last ?? cursor), audience_complete = \(complete)
-                 WHERE id = \(job)
-                """, logger: logger)
-            return (job, added, complete)
+    /// Due jobs whose audience is not fully expanded, oldest first, apart from paused apps' and
+    /// the given jobs.
+    func unexpandedJobs(excludingApps paused: [Int64], excludingJobs ended: [Int64], limit: Int) async throws -> [Audience] {
+        let rows = try await client.query(
+            """
+            SELECT id, app_id, user_ids, platforms FROM push_jobs
+             WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()
+               AND NOT (app_id = ANY(\(paused)::bigint[])) AND NOT (id = ANY(\(ended)::bigint[]))
+             ORDER BY send_at, id
+             LIMIT \(limit)
+            """, logger: logger)
+        var jobs: [Audience] = []
+        for try await (job, app, users, platforms) in rows.decode((Int64, Int64, [Int64]?, [String]?).self) {
+            jobs.append(Audience(job: job, app: app, users: users, platforms: platforms))
         }
+        return jobs
+    }
+
+    /// The expansion's SQL, apart so that a test can check its plan.
+    func expandStatement(_ audience: Audience, limit: Int) -> PostgresQuery {
+        """
+        -- The job row is locked: workers expanding one job take turns, each from the cursor the
+        -- previous one left (READ COMMITTED re-reads a row it waited for).
+        WITH job AS (
+            SELECT audience_cursor FROM push_jobs
+             WHERE id = \(audience.job) AND status IN ('queued', 'running') AND NOT audience_complete
+               FOR UPDATE),
+        chunk AS (
+            SELECT d.id, d.token, d.token_type FROM push_devices d
+             WHERE d.app_id = \(audience.app) AND d.is_active AND d.id > (SELECT audience_cursor FROM job)
+               AND (\(audience.users)::bigint[] IS NULL OR d.user_id = ANY(\(audience.users)::bigint[]))
+               AND (\(audience.platforms)::text[] IS NULL OR d.platform = ANY(\(audience.platforms)::text[]))
+             ORDER BY d.id
+             LIMIT \(limit)),
+        inserted AS (
+            INSERT INTO push_deliveries (job_id, device_id, lease_owner, next_attempt_at)
+            SELECT \(audience.job), id, \(worker), now() + make_interval(secs => \(leaseSeconds)) FROM chunk
+            ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
+            RETURNING id, device_id),
+        advanced AS (
+            UPDATE push_jobs
+               SET status = 'running', started_at = COALESCE(started_at, now()),
+                   audience_cursor = COALESCE((SELECT max(id) FROM chunk), audience_cursor),
+                   audience_complete = (SELECT count(*) FROM chunk) < \(limit)
+             WHERE id = \(audience.job) AND EXISTS (SELECT FROM job)
+            RETURNING audience_complete)
+        SELECT i.id, i.device_id, c.token, c.token_type, (SELECT audience_complete FROM advanced)
+          FROM inserted i JOIN chunk c ON c.id = i.device_id
+        """
+    }
+
+    /// Expands the next `limit` devices of a job's audience into deliveries already leased to
+    /// this worker: the rows it is about to send, written once here and once with their result,
+    /// never claimed separately. A crashed worker's are taken over when the lease runs out, like
+    /// claimed ones. `complete`: nothing of the audience is left to expand (or the job ended).
+    func expandAndClaim(_ audience: Audience, limit: Int) async throws -> (claimed: [Claimed], complete: Bool) {
+        let rows = try await client.query(expandStatement(audience, limit: limit), logger: logger)
+        var claimed: [Claimed] = []
+        var complete = true
+        for try await (id, device, token, type, done) in rows.decode((Int64, Int64, String, String, Bool?).self) {
+            claimed.append(Claimed(deliveryID: id, jobID: audience.job, attempts: 0, deviceID: device, token: token,
+                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: true))
+            complete = done ?? true
+        }
+        return (claimed, complete)
     }
 
     struct Claimed: Sendable {
@@ -227,11 +254,14 @@ struct DeliveryQueue: Sendable {
         try await JobDirectory(client: client, logger: logger).end(job, .failed(reason: error))
     }
 
-    /// Queue depth and the age of the oldest due job, for /metrics.
+    /// Queue depth (pending deliveries and due audiences not expanded yet) and the age of the
+    /// oldest due job, for /metrics.
     func depth() async throws -> (pending: Int, oldestDueSeconds: Double) {
         let rows = try await client.query(
             """
-            SELECT (SELECT count(*) FROM push_deliveries WHERE status = 'pending')::int,
+            SELECT ((SELECT count(*) FROM push_deliveries WHERE status = 'pending')
+                    + (SELECT COALESCE(sum(push_job_unexpanded(status, audience_complete, app_id, user_ids, platforms, audience_cursor)), 0)
+                         FROM push_jobs WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()))::int,
                    COALESCE((SELECT extract(epoch FROM now() - min(send_at)) FROM push_jobs
                               WHERE status IN ('queued', 'running') AND send_at <= now()), 0)::float8
             """, logger: logger)

@@ -19,8 +19,6 @@ public struct DispatchConfiguration: Sendable {
     public var requestTimeout: Duration = .seconds(10)
     public var maxAttempts: Int = 5
     public var pollInterval: Duration = .seconds(1)
-    /// Devices expanded into deliveries per statement.
-    public var audienceChunk: Int = 5000
     public var workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
 
     public init(databaseURL: String) {

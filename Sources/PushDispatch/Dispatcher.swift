@@ -6,8 +6,8 @@ import PostgresNIO
 import ServiceLifecycle
 import Synchronization
 
-/// The dispatch loop, as a service: expands job audiences, claims deliveries in batches sized
-/// to free capacity, sends them concurrently (at most `concurrency` in flight), and writes the
+/// The dispatch loop, as a service: claims deliveries in batches sized to free capacity (due
+/// ones first, then the next devices of due jobs' audiences), sends them concurrently (at most `concurrency` in flight), and writes the
 /// results back in batches. Woken by NOTIFY on `push_jobs`, polling as a fallback. On graceful
 /// shutdown it stops claiming, lets in-flight sends finish and records them.
 public struct Dispatcher: Service {
@@ -18,7 +18,6 @@ public struct Dispatcher: Service {
     let metrics: DispatchMetrics
     let logger: Logger
     let wake = WakeSignal()
-    let expansionWake = WakeSignal()
     let outbox = Outbox()
     let inFlight = InFlightDeliveries()
 
@@ -39,7 +38,6 @@ public struct Dispatcher: Service {
                 companions.addTask { await listenForJobs() }
                 companions.addTask { await heartbeat() }
                 companions.addTask { await measureQueue() }
-                companions.addTask { await expandAudiences() }
                 await withTaskGroup(of: Void.self) { pipeline in
                     pipeline.addTask { await writeResults() }
                     await dispatchLoop()
@@ -50,7 +48,6 @@ public struct Dispatcher: Service {
             }
         } onGracefulShutdown: {
             wake.signal()
-            expansionWake.signal()
         }
         logger.info("dispatcher stopped")
     }
@@ -74,7 +71,16 @@ public struct Dispatcher: Service {
         var failedJobs: Set<Int64> = []
         var policy: DeliveryPolicy
         var databaseFailures = 0
+        /// Due jobs with audience left to expand, oldest first, and when they were read.
+        var audiences: [DeliveryQueue.Audience] = []
+        var audiencesRead = ContinuousClock.Instant.now
+        /// When to look for due deliveries again after a look that found too few.
+        var nextDueClaim = ContinuousClock.Instant.now
     }
+
+    /// How long a look for due deliveries that found too few holds: retries wait a second or
+    /// more and leases run for many seconds, while a campaign claims many times a second.
+    static let dueClaimPause = Duration.milliseconds(100)
 
     /// Deliveries per send task (and per write to a connection).
     static let sendSlice = 64
@@ -125,12 +131,19 @@ public struct Dispatcher: Service {
         }
     }
 
-    /// Claims what fits; deliveries that need no send (inactive device, job without
-    /// credentials) are settled here and never reach FCM.
+    /// Claims what fits: due deliveries first (retries, leases taken over from a crashed
+    /// worker), then the next devices of due jobs' audiences, expanded into deliveries leased to
+    /// this worker. Deliveries that need no send (inactive device, job without credentials) are
+    /// settled here and never reach FCM.
     private func claimBatch(limit: Int, state: inout LoopState) async throws -> [Claim] {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
-        let claimed = try await queue.claim(limit: limit, excludingApps: Array(state.pausedApps.keys))
+        var claimed: [DeliveryQueue.Claimed] = []
+        if now >= state.nextDueClaim {
+            claimed = try await queue.claim(limit: limit, excludingApps: Array(state.pausedApps.keys))
+            if claimed.count < limit { state.nextDueClaim = now + Self.dueClaimPause }
+        }
+        if claimed.count < limit { claimed += try await expandAudiences(limit: limit - claimed.count, state: &state) }
         guard !claimed.isEmpty else { return [] }
         // New credentials in `apps` take effect within seconds, without a restart.
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
@@ -140,6 +153,7 @@ public struct Dispatcher: Service {
             // only what it is working on.
             for (id, entry) in state.jobs where now - entry.loaded > .seconds(60) {
                 state.jobs[id] = nil
+                state.failedJobs.remove(id)
                 state.policy.forget(job: id)
             }
         }
@@ -159,6 +173,33 @@ public struct Dispatcher: Service {
             batch.append((delivery, job, account))
         }
         return batch
+    }
+
+    /// The next `limit` devices of due jobs' audiences, as deliveries leased to this worker. The
+    /// list of such jobs is read again when it runs out, and at least every poll interval (a
+    /// scheduled job falls due without a NOTIFY).
+    private func expandAudiences(limit: Int, state: inout LoopState) async throws -> [DeliveryQueue.Claimed] {
+        let now = ContinuousClock.now
+        if state.audiences.isEmpty || now - state.audiencesRead >= configuration.pollInterval {
+            state.audiences = try await queue.unexpandedJobs(excludingApps: Array(state.pausedApps.keys),
+                                                             excludingJobs: Array(state.failedJobs), limit: 16)
+            state.audiencesRead = now
+        }
+        var claimed: [DeliveryQueue.Claimed] = []
+        while claimed.count < limit, let audience = state.audiences.first {
+            guard state.pausedApps[audience.app] == nil, !state.failedJobs.contains(audience.job) else {
+                state.audiences.removeFirst()
+                continue
+            }
+            let expanded = try await queue.expandAndClaim(audience, limit: limit - claimed.count)
+            claimed += expanded.claimed
+            if expanded.complete {
+                state.audiences.removeFirst()
+                // An empty audience completes here; others when their last result is written.
+                outbox.add { _ = $0.touchedJobs.insert(audience.job) }
+            }
+        }
+        return claimed
     }
 
     private func finish(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: String, code: String, message: String) {
@@ -286,28 +327,6 @@ public struct Dispatcher: Service {
         try await queue.completeFinished(Array(batch.touchedJobs))
     }
 
-    // MARK: Audiences
-
-    /// Expands due jobs' audiences into deliveries ahead of the senders, a chunk per statement.
-    private func expandAudiences() async {
-        var failures = 0
-        while !stopping {
-            do {
-                if let expanded = try await queue.expandNextAudience(chunk: configuration.audienceChunk) {
-                    failures = 0
-                    if expanded.complete { outbox.add { _ = $0.touchedJobs.insert(expanded.job) } }
-                    if expanded.added > 0 { wake.signal() }
-                    continue
-                }
-            } catch {
-                failures += 1
-                await backOff(after: error, failures: failures)
-                continue
-            }
-            await expansionWake.wait(upTo: configuration.pollInterval)
-        }
-    }
-
     /// The database went away: back off (250 ms doubling to 5 s) and try again.
     private func backOff(after error: any Error, failures: Int) async {
         let delay = min(0.25 * Double(1 << min(failures, 5)), 5)
@@ -323,7 +342,7 @@ public struct Dispatcher: Service {
             do {
                 try await queue.client.withConnection { connection in
                     try await connection.listen(on: "push_jobs") { notifications in
-                        for try await _ in notifications { expansionWake.signal() }
+                        for try await _ in notifications { wake.signal() }
                     }
                 }
             } catch {

@@ -294,6 +294,7 @@ struct AdminEndpointTests {
             try await seed.delivery(job: job, device: scenario.devices[0], status: "failed", errorCode: "INTERNAL", errorMessage: "later")
             let earlier = try await seed.delivery(job: job, device: scenario.devices[1], status: "failed", errorCode: "INVALID_ARGUMENT", errorMessage: "earlier")
             try await seed.run("UPDATE push_deliveries SET updated_at = now() - interval '1 hour' WHERE id = \(earlier)")
+            try await seed.expanded(job)
             return job
         }
         try await fixture.admin { client in

@@ -191,6 +191,7 @@ struct AuditCommandTests {
             for user in Int64(1)...4 {
                 try await seed.delivery(job: job, device: try await seed.device(app: app, user: user, token: "watch-token-\(user)"))
             }
+            try await seed.expanded(job)
             return job
         }
         let watcher = try pushctl.start(["job", "\(job)", "--watch", "--interval", "0.2"], environment: ["DATABASE_URL": database.url])

@@ -233,8 +233,8 @@ struct DispatchTests {
                     SELECT g, \(fixture.appID), 'tok-shared-' || g, 'android' FROM generate_series(1, 600) g
                     """)
             }
-            var firstConfiguration = fixture.configuration
-            firstConfiguration.audienceChunk = 100
+            // Both expand the audience as they send, taking turns on the job row.
+            let firstConfiguration = fixture.configuration
             var secondConfiguration = firstConfiguration
             secondConfiguration.workerName = "second-worker"
             let (first, second) = (firstConfiguration, secondConfiguration)

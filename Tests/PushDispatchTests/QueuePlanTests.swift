@@ -21,6 +21,24 @@ struct QueuePlanTests {
         #expect(!plan.contains("Sort"), "\(plan)")
     }
 
+    /// Expanding the next chunk of a campaign reads the app's active devices in id order from
+    /// the job's cursor and stops at the chunk's size: it never sorts the app's devices, whatever
+    /// their number (each chunk of a million-device campaign costs the same). The cursor is read
+    /// in the statement, so the plan assumes a third of the app's devices lie past it, never the
+    /// one row a histogram would promise for a cursor near the newest device.
+    @Test func theExpansionReadsTheAppsDevicesInOrderFromTheCursor() async throws {
+        let plan = try await Self.withStaleStatistics { client, queue in
+            let app = try await AppDirectory(client: client, logger: Logger(label: "test")).list().first { $0.code == "plan" }!.id
+            try await client.query("INSERT INTO push_jobs (app_id, message) VALUES (\(app), '{}')")
+            let audience = try #require(try await queue.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 1).first)
+            return try await Self.explain(queue.expandStatement(audience, limit: 128), client)
+        }
+        // An index in id order (this app's, or the primary key when the app has every device).
+        #expect(plan.contains("Index Scan using push_devices_active_by_app_id on push_devices d")
+                || plan.contains("Index Scan using push_devices_pkey on push_devices d"), "\(plan)")
+        #expect(!plan.contains("Sort") && !plan.contains("Bitmap") && !plan.contains("Seq Scan on push_devices"), "\(plan)")
+    }
+
     /// The same stale statistics say no delivery has a lease owner. Writing 2,000 results
     /// looks them up by primary key; with the lease as a constant filter it scanned the whole
     /// table and joined the results by a nested loop over every row it found.
@@ -55,6 +73,7 @@ struct QueuePlanTests {
                 INSERT INTO push_deliveries (job_id, device_id, status, attempts)
                 SELECT job.id, d.id, 'sent', 1 FROM job, push_devices d
                 """)
+            try await client.query("ANALYZE push_devices")
             try await client.query("ANALYZE push_deliveries")
             try await client.query("ALTER TABLE push_deliveries SET (autovacuum_enabled = off)")
             // The new campaign, unknown to the statistics.

@@ -34,6 +34,12 @@ public struct Seed: Sendable {
             idempotencyKey: nil, sendAt: nil, dryRun: false)
     }
 
+    /// What a worker leaves once it has expanded a job's audience into the rows seeded for it:
+    /// nothing of it left to expand (else summaries count the audience's devices as pending too).
+    public func expanded(_ jobs: Int64...) async throws {
+        try await run("UPDATE push_jobs SET audience_complete = true, audience_cursor = (SELECT max(id) FROM push_devices) WHERE id = ANY(\(jobs))")
+    }
+
     @discardableResult
     public func delivery(job: Int64, device: Int64, status: String = "pending", errorCode: String? = nil,
                          errorMessage: String? = nil, fcmMessageID: String? = nil, attempts: Int = 0) async throws -> Int64 {
@@ -86,6 +92,7 @@ public struct AuditScenario: Sendable {
             try await seed.delivery(job: jobs[2], device: devices[1], status: "sent", fcmMessageID: "projects/wowa/messages/2:1", attempts: 1),
         ]
         try await seed.run("UPDATE push_deliveries SET updated_at = '2020-06-01T00:00:00Z' WHERE id <= \(deliveries[1])")
+        try await seed.expanded(jobs[0], jobs[1], jobs[2])
         return AuditScenario(jobs: jobs, devices: devices, deliveries: deliveries)
     }
 

@@ -234,6 +234,13 @@ stat_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.a
 cpu_secs() {  # utime + stime of a process, in seconds
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$1/stat"
 }
+# Every local postgres process, with the backends the postmaster has reaped (cutime, cstime);
+# processes come and go while cat reads.
+pg_cpu_secs() {
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v hz="$(getconf CLK_TCK)" '
+        { sub(/^[0-9]+ \(/, ""); if ($0 !~ /^postgres\) /) next; sub(/^[^)]*\) /, "")
+          t += $12 + $13 + $14 + $15 } END { printf "%.1f", t / hz }'
+}
 machine_busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
 busy_pct() {  # busy_pct "BUSY0 TOTAL0" "BUSY1 TOTAL1"
     awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
@@ -299,7 +306,7 @@ for i in $(seq 1 300); do   # up to 30 s
 done
 sleep 1   # idle: listening for NOTIFY, nothing claimed
 RSS_IDLE_KB=$(awk '/^VmRSS:/ { print $2 }' "/proc/$WORKER_PID/status")
-W_CPU0=$(cpu_secs "$WORKER_PID"); E_CPU0=$(cpu_secs "$EMULATOR_PID"); M0=$(machine_busy)
+W_CPU0=$(cpu_secs "$WORKER_PID"); E_CPU0=$(cpu_secs "$EMULATOR_PID"); P_CPU0=$(pg_cpu_secs); M0=$(machine_busy)
 
 log "enqueueing the campaign to $N devices"
 t0=$(now)
@@ -330,6 +337,7 @@ T_WAIT=$(elapsed "$t0")
 RSS_PEAK_KB=$(awk '/^VmHWM:/ { print $2 }' "/proc/$WORKER_PID/status")
 W_CPU=$(awk -v a="$W_CPU0" -v b="$(cpu_secs "$WORKER_PID")" 'BEGIN { printf "%.1f", b - a }')
 E_CPU=$(awk -v a="$E_CPU0" -v b="$(cpu_secs "$EMULATOR_PID")" 'BEGIN { printf "%.1f", b - a }')
+P_CPU=$(awk -v a="$P_CPU0" -v b="$(pg_cpu_secs)" 'BEGIN { printf "%.1f", b - a }')
 MACHINE_BUSY=$(busy_pct "$M0" "$(machine_busy)")
 curl -fs --max-time 5 "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/fanout-worker-metrics.txt" || true
 emulator GET '/emulator/stats?devices=false' >"$OUT/fanout-emulator-stats.json"
@@ -428,7 +436,7 @@ done
     echo "fan-out: enqueue -> last delivery ${FANOUT_S}s, -> job completed ${JOB_S}s, -> audience expanded ${EXPAND_S}s;" \
          "deliveries retried $D_RETRIED; token exchanges $E_TOKENS"
     echo "deliveries: $DELIVERY_COUNTS"
-    echo "CPU during the fan-out: worker ${W_CPU}s, emulator ${E_CPU}s, machine ${MACHINE_BUSY}% busy (of $(nproc) cores)"
+    echo "CPU during the fan-out: worker ${W_CPU}s, emulator ${E_CPU}s, PostgreSQL ${P_CPU}s, machine ${MACHINE_BUSY}% busy (of $(nproc) cores)"
     echo "phases (wall s): seed/reset $T_SEED, h2load $T_H2, fan-out wait $T_WAIT, worker stop $T_STOP, Admin SDK $T_SDK"
     [[ $H2_ERR == 0 ]] || echo "NOTE: an h2load run had errors (see $OUT/fanout-h2load-c*.txt); it was not counted."
     [[ $R_ALL == PASS ]] || echo "NOTE: not every delivery was sent: the fan-out figures are NOT a valid result (see $OUT/fanout-worker.log)."
