@@ -7,8 +7,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// The dispatch loop, as a service: claims deliveries in batches sized to free capacity (due
-/// ones first, then the next devices of due jobs' audiences), sends them concurrently (at most `concurrency` in flight), and writes the
-/// results back in batches. Woken by NOTIFY on `push_jobs`, polling as a fallback. On graceful
+/// ones first, then the next devices of due jobs' audiences), sends them concurrently (at most
+/// `concurrency` in flight), and writes the results back in batches. Woken by NOTIFY on `push_jobs`, polling as a fallback. On graceful
 /// shutdown it stops claiming, lets in-flight sends finish and records them.
 public struct Dispatcher: Service {
     let configuration: DispatchConfiguration
@@ -139,11 +139,16 @@ public struct Dispatcher: Service {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
         var claimed: [DeliveryQueue.Claimed] = []
-        if now >= state.nextDueClaim {
-            claimed = try await queue.claim(limit: limit, excludingApps: Array(state.pausedApps.keys))
-            if claimed.count < limit { state.nextDueClaim = now + Self.dueClaimPause }
+        do {
+            if now >= state.nextDueClaim {
+                claimed = try await queue.claim(limit: limit, excludingApps: Array(state.pausedApps.keys))
+                if claimed.count < limit { state.nextDueClaim = now + Self.dueClaimPause }
+            }
+            if claimed.count < limit { try await expandAudiences(upTo: limit, into: &claimed, state: &state) }
+        } catch _ where !claimed.isEmpty {
+            // What is leased already is sent now rather than after its lease; the database's
+            // failure shows again on the next claim.
         }
-        if claimed.count < limit { claimed += try await expandAudiences(limit: limit - claimed.count, state: &state) }
         guard !claimed.isEmpty else { return [] }
         // New credentials in `apps` take effect within seconds, without a restart.
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
@@ -175,17 +180,16 @@ public struct Dispatcher: Service {
         return batch
     }
 
-    /// The next `limit` devices of due jobs' audiences, as deliveries leased to this worker. The
-    /// list of such jobs is read again when it runs out, and at least every poll interval (a
-    /// scheduled job falls due without a NOTIFY).
-    private func expandAudiences(limit: Int, state: inout LoopState) async throws -> [DeliveryQueue.Claimed] {
+    /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as deliveries
+    /// leased to this worker. The list of such jobs is read again when it runs out, and at least
+    /// every poll interval (a scheduled job falls due without a NOTIFY).
+    private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], state: inout LoopState) async throws {
         let now = ContinuousClock.now
         if state.audiences.isEmpty || now - state.audiencesRead >= configuration.pollInterval {
             state.audiences = try await queue.unexpandedJobs(excludingApps: Array(state.pausedApps.keys),
                                                              excludingJobs: Array(state.failedJobs), limit: 16)
             state.audiencesRead = now
         }
-        var claimed: [DeliveryQueue.Claimed] = []
         while claimed.count < limit, let audience = state.audiences.first {
             guard state.pausedApps[audience.app] == nil, !state.failedJobs.contains(audience.job) else {
                 state.audiences.removeFirst()
@@ -199,7 +203,6 @@ public struct Dispatcher: Service {
                 outbox.add { _ = $0.touchedJobs.insert(audience.job) }
             }
         }
-        return claimed
     }
 
     private func finish(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: String, code: String, message: String) {
