@@ -24,8 +24,3 @@ func rows(_ client: PostgresClient, token: String) async throws -> [(Int64, Bool
     }
     return result
 }
-
-func count(_ client: PostgresClient, _ query: PostgresQuery) async throws -> Int {
-    for try await value in try await client.query(query).decode(Int.self) { return value }
-    return 0
-}

@@ -40,14 +40,14 @@ struct AudienceExpansionTests {
             #expect(all.allSatisfy { $0.attempts == 0 && $0.deviceActive && $0.jobID == job && $0.token.hasPrefix("expand-") })
             // Each row is leased to the worker that got it, for the lease's length.
             for (worker, mine) in claims where !mine.isEmpty {
-                let leased = try await Self.count(client, """
+                let leased = try await count(client, """
                     SELECT count(*)::int FROM push_deliveries
                      WHERE id = ANY(\(mine.map(\.deliveryID))) AND status = 'pending' AND lease_owner = \(worker)
                        AND next_attempt_at > now() + interval '20 seconds'
                     """)
                 #expect(leased == mine.count, "worker \(worker)")
             }
-            #expect(try await Self.count(client, "SELECT count(*)::int FROM push_jobs WHERE id = \(job) AND status = 'running' AND audience_complete") == 1)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs WHERE id = \(job) AND status = 'running' AND audience_complete") == 1)
             #expect(try await Self.queue(client, "a").unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).isEmpty)
             // Leased rows are in flight: no claim takes them before the lease runs out.
             #expect(try await Self.queue(client, "d").claim(limit: 500, excludingApps: []).isEmpty)
@@ -100,10 +100,5 @@ struct AudienceExpansionTests {
 
     private static func queue(_ client: PostgresClient, _ worker: String) -> DeliveryQueue {
         DeliveryQueue(client: client, worker: worker, lease: .seconds(30), logger: workerLogger)
-    }
-
-    private static func count(_ client: PostgresClient, _ query: PostgresQuery) async throws -> Int {
-        for try await n in try await client.query(query).decode(Int.self) { return n }
-        return -1
     }
 }

@@ -252,3 +252,9 @@ enum ClusterCleanup {
         }
     }
 }
+
+/// The one integer a query answers (a `count(*)`), 0 when it answers no row.
+public func count(_ client: PostgresClient, _ query: PostgresQuery) async throws -> Int {
+    for try await value in try await client.query(query).decode(Int.self) { return value }
+    return 0
+}
