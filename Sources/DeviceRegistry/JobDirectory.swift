@@ -109,9 +109,9 @@ public struct JobDirectory: Sendable {
         case failed(reason: String)
     }
 
-    /// Ends a queued or running job for good: the job row, then its pending deliveries that no
-    /// worker holds (in-flight ones are recorded when their send returns, and the worker then
-    /// sends nothing more). False when the job was not queued or running.
+    /// Ends a queued or running job for good: the job row, then its pending deliveries and chunks
+    /// that no worker holds (in-flight ones are recorded when their send returns, and the worker
+    /// then sends nothing more). False when the job was not queued or running.
     @discardableResult
     public func end(_ id: Int64, _ ending: Ending) async throws -> Bool {
         let (status, deliveryStatus, code, message, reason): (String, String, String, String, String?) = switch ending {
@@ -135,6 +135,15 @@ public struct JobDirectory: Sendable {
                 UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),
                                            lease_owner = NULL, updated_at = now()
                  WHERE job_id = \(id) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
+                """, logger: logger)
+            // Chunks whose worker is gone: their devices without a row end the same way.
+            try await connection.query(
+                """
+                WITH expired AS (
+                    DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
+                INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message)
+                SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message) FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
+                ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
                 """, logger: logger)
             return true
         }
@@ -177,9 +186,11 @@ public struct JobDirectory: Sendable {
                count(d.id) FILTER (WHERE d.status = 'skipped')::int,
                (count(d.id) FILTER (WHERE d.status = 'pending') + u.devices)::int
           FROM push_jobs j JOIN apps a ON a.id = j.app_id
-               -- Workers expand an audience as they send it: the part without rows yet is pending too.
+               -- Workers expand an audience as they send it, and write a delivery's row with its
+               -- result: the part not expanded yet and the part in flight are pending too.
                CROSS JOIN LATERAL (SELECT push_job_unexpanded(j.status, j.audience_complete, j.app_id, j.user_ids, j.platforms,
-                                                              j.audience_cursor) AS devices) u
+                                                              j.audience_cursor)
+                                          + push_job_in_flight(j.id) AS devices) u
                LEFT JOIN push_deliveries d ON d.job_id = j.id
         """
     private static let groupBy = " GROUP BY j.id, a.code, u.devices"

@@ -28,7 +28,7 @@ struct DeliveryPolicy {
 
     mutating func decide(_ outcome: SendOutcome, for claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, now: Date = Date()) -> Decision {
         func final(_ status: String, _ code: String?, _ message: String?, messageID: String? = nil) -> DeliveryQueue.Result {
-            .init(deliveryID: claimed.deliveryID, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
+            .init(claimed, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
                   messageID: messageID, attempted: true, nextAttempt: now)
         }
         switch outcome {
@@ -60,7 +60,7 @@ struct DeliveryPolicy {
             guard attempt < maxAttempts else { return Decision(result: final("failed", code, message)) }
             // The server's Retry-After wins; without it, quota errors back off from a minute.
             let delay = retryAfter ?? Self.backoff(attempt: attempt, quota: quota)
-            let retry = DeliveryQueue.Result(deliveryID: claimed.deliveryID, status: "pending", errorCode: code,
+            let retry = DeliveryQueue.Result(claimed, status: "pending", errorCode: code,
                                              errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
                                              nextAttempt: now.addingTimeInterval(Self.seconds(delay)))
             return Decision(result: retry, pauseApp: quota ? delay : nil)

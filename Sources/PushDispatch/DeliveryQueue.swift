@@ -39,6 +39,9 @@ struct DeliveryQueue: Sendable {
         return jobs
     }
 
+    /// The most devices in one chunk: a send slice, and what any worker has room to take over.
+    static let chunkSize = 64
+
     /// The expansion's SQL, apart so that a test can check its plan.
     func expandStatement(_ audience: Audience, limit: Int) -> PostgresQuery {
         """
@@ -48,54 +51,65 @@ struct DeliveryQueue: Sendable {
             SELECT audience_cursor FROM push_jobs
              WHERE id = \(audience.job) AND status IN ('queued', 'running') AND NOT audience_complete
                FOR UPDATE),
-        chunk AS (
-            SELECT d.id, d.token, d.token_type FROM push_devices d
+        picked AS (
+            SELECT d.id, d.token, d.token_type, (row_number() OVER (ORDER BY d.id) - 1) / \(Self.chunkSize) AS part
+              FROM push_devices d
              WHERE d.app_id = \(audience.app) AND d.is_active AND d.id > (SELECT audience_cursor FROM job)
                AND (\(audience.users)::bigint[] IS NULL OR d.user_id = ANY(\(audience.users)::bigint[]))
                AND (\(audience.platforms)::text[] IS NULL OR d.platform = ANY(\(audience.platforms)::text[]))
              ORDER BY d.id
              LIMIT \(limit)),
-        inserted AS (
-            INSERT INTO push_deliveries (job_id, device_id, lease_owner, next_attempt_at)
-            SELECT \(audience.job), id, \(worker), now() + make_interval(secs => \(leaseSeconds)) FROM chunk
-            ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
-            RETURNING id, device_id),
+        chunks AS (
+            INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
+            SELECT \(audience.job), array_agg(id ORDER BY id), \(worker), now() + make_interval(secs => \(leaseSeconds))
+              FROM picked GROUP BY part
+            RETURNING id, device_ids),
         advanced AS (
             UPDATE push_jobs
                SET status = 'running', started_at = COALESCE(started_at, now()),
-                   audience_cursor = COALESCE((SELECT max(id) FROM chunk), audience_cursor),
-                   audience_complete = (SELECT count(*) FROM chunk) < \(limit)
+                   audience_cursor = COALESCE((SELECT max(id) FROM picked), audience_cursor),
+                   audience_complete = (SELECT count(*) FROM picked) < \(limit)
              WHERE id = \(audience.job) AND EXISTS (SELECT FROM job)
             RETURNING audience_complete)
-        SELECT i.id, i.device_id, c.token, c.token_type, (SELECT audience_complete FROM advanced)
-          FROM inserted i JOIN chunk c ON c.id = i.device_id
+        SELECT c.id, p.id, p.token, p.token_type, (SELECT audience_complete FROM advanced)
+          FROM chunks c CROSS JOIN LATERAL unnest(c.device_ids) AS dev(id) JOIN picked p ON p.id = dev.id
         """
     }
 
-    /// Expands the next `limit` devices of a job's audience into deliveries already leased to
-    /// this worker: the rows it is about to send, written once here and once with their result,
-    /// never claimed separately. A crashed worker's are taken over when the lease runs out, like
-    /// claimed ones. `complete`: nothing of the audience is left to expand (or the job ended).
+    /// Takes the next `limit` devices of a job's audience as chunks leased to this worker: no
+    /// delivery row is written until each device's result is (``record(_:finishedChunks:deactivate:)``).
+    /// A crashed worker's chunks are taken over when the lease runs out (``claim(limit:excludingApps:)``).
+    /// `complete`: nothing of the audience is left to expand (or the job ended).
     func expandAndClaim(_ audience: Audience, limit: Int) async throws -> (claimed: [Claimed], complete: Bool) {
         let rows = try await client.query(expandStatement(audience, limit: limit), logger: logger)
         var claimed: [Claimed] = []
         var complete = true
-        for try await (id, device, token, type, done) in rows.decode((Int64, Int64, String, String, Bool?).self) {
-            claimed.append(Claimed(deliveryID: id, jobID: audience.job, attempts: 0, deviceID: device, token: token,
-                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: true))
+        for try await (chunk, device, token, type, done) in rows.decode((Int64, Int64, String, String, Bool?).self) {
+            claimed.append(Claimed(lease: .chunk(chunk), jobID: audience.job, attempts: 0, deviceID: device, token: token,
+                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: true, jobRunning: true))
             complete = done ?? true
         }
         return (claimed, complete)
     }
 
+    /// What holds a claimed delivery for this worker: its own row (a retry, a lease taken over),
+    /// or a chunk of the audience whose devices have no row yet.
+    enum Lease: Hashable, Sendable {
+        case row(Int64)
+        case chunk(Int64)
+    }
+
     struct Claimed: Sendable {
-        let deliveryID: Int64
+        let lease: Lease
         let jobID: Int64
         let attempts: Int
         let deviceID: Int64
         let token: String
         let tokenType: TokenType
         let deviceActive: Bool
+        /// False for a taken-over chunk of a job that ended meanwhile: its devices are recorded
+        /// as the job's ending says, not sent.
+        let jobRunning: Bool
     }
 
     /// The claim's SQL, apart so that a test can check its plan.
@@ -129,10 +143,51 @@ struct DeliveryQueue: Sendable {
         let rows = try await client.query(claimStatement(limit: limit, excludingApps: paused), logger: logger)
         var claimed: [Claimed] = []
         for try await (id, job, attempts, device, token, type, active) in rows.decode((Int64, Int64, Int, Int64, String, String, Bool).self) {
-            claimed.append(Claimed(deliveryID: id, jobID: job, attempts: attempts, deviceID: device, token: token,
-                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: active))
+            claimed.append(Claimed(lease: .row(id), jobID: job, attempts: attempts, deviceID: device, token: token,
+                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: active, jobRunning: true))
         }
         return claimed
+    }
+
+    /// Expired chunks taken over, up to `room` devices: each at most ``chunkSize``, so that any
+    /// worker with room for one can take it. Only the devices without a row yet are returned;
+    /// `empty` lists taken chunks with none left, to be deleted.
+    func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [Int64]) {
+        let rows = try await client.query(
+            """
+            WITH candidates AS (
+                SELECT c.id FROM push_job_chunks c
+                 WHERE c.lease_until <= now() AND cardinality(c.device_ids) <= \(room)
+                   AND (SELECT NOT (j.app_id = ANY(\(paused)::bigint[])) FROM push_jobs j WHERE j.id = c.job_id)
+                 ORDER BY c.lease_until, c.id
+                 LIMIT \(max(1, room / Self.chunkSize))
+                   FOR UPDATE SKIP LOCKED),
+            taken AS (
+                UPDATE push_job_chunks c
+                   SET lease_owner = \(worker), lease_until = now() + make_interval(secs => \(leaseSeconds))
+                  FROM candidates x
+                 WHERE c.id = x.id
+                RETURNING c.id, c.job_id, c.device_ids)
+            SELECT t.id, t.job_id, j.status = 'running', v.id, v.token, v.token_type, v.is_active
+              FROM taken t JOIN push_jobs j ON j.id = t.job_id
+                   LEFT JOIN LATERAL (
+                       SELECT v.id, v.token, v.token_type, v.is_active
+                         FROM unnest(t.device_ids) AS dev(id) JOIN push_devices v ON v.id = dev.id
+                        WHERE NOT EXISTS (SELECT FROM push_deliveries d WHERE d.job_id = t.job_id AND d.device_id = dev.id)) v ON true
+            """, logger: logger)
+        var claimed: [Claimed] = []
+        var empty: [Int64] = []
+        for try await (chunk, job, running, device, token, type, active) in rows.decode(
+            (Int64, Int64, Bool, Int64?, String?, String?, Bool?).self
+        ) {
+            guard let device, let token else {
+                empty.append(chunk)
+                continue
+            }
+            claimed.append(Claimed(lease: .chunk(chunk), jobID: job, attempts: 0, deviceID: device, token: token,
+                                   tokenType: TokenType(rawValue: type ?? "") ?? .fcm, deviceActive: active ?? false, jobRunning: running))
+        }
+        return (claimed, empty)
     }
 
     struct Job: Sendable {
@@ -166,23 +221,39 @@ struct DeliveryQueue: Sendable {
 
     /// A final or retry state for one delivery.
     struct Result: Sendable {
-        let deliveryID: Int64
+        let lease: Lease
+        let jobID: Int64
+        let deviceID: Int64
         let status: String  // pending (retry), sent, failed, skipped
         let errorCode: String?
         let errorMessage: String?
         let messageID: String?
         let attempted: Bool
         let nextAttempt: Date
+
+        init(_ claimed: Claimed, status: String, errorCode: String?, errorMessage: String?, messageID: String?, attempted: Bool,
+             nextAttempt: Date) {
+            lease = claimed.lease
+            jobID = claimed.jobID
+            deviceID = claimed.deviceID
+            self.status = status
+            self.errorCode = errorCode
+            self.errorMessage = errorMessage
+            self.messageID = messageID
+            self.attempted = attempted
+            self.nextAttempt = nextAttempt
+        }
     }
 
     /// The most results one statement writes: large enough to be cheap per row, small enough to
     /// stay on primary-key lookups.
     static let resultsPerStatement = 2000
 
-    /// Writes device deactivations, then results, a statement per `resultsPerStatement`.
+    /// Writes device deactivations, then results, a statement per `resultsPerStatement`; the
+    /// last one also deletes the chunks whose every device now has its row.
     /// Results for leases this worker no longer holds are dropped (another worker took over).
     /// A retry of a job that is no longer running becomes final.
-    func record(_ results: [Result], deactivate: [(deviceID: Int64, reason: String)]) async throws {
+    func record(_ results: [Result], finishedChunks: [Int64], deactivate: [(deviceID: Int64, reason: String)]) async throws {
         if !deactivate.isEmpty {
             try await client.query(
                 """
@@ -192,53 +263,88 @@ struct DeliveryQueue: Sendable {
                  WHERE v.id = r.id AND v.is_active
                 """, logger: logger)
         }
-        for start in stride(from: 0, to: results.count, by: Self.resultsPerStatement) {
-            try await client.query(recordStatement(results[start..<min(start + Self.resultsPerStatement, results.count)]), logger: logger)
-        }
+        guard !results.isEmpty || !finishedChunks.isEmpty else { return }
+        var start = 0
+        repeat {
+            let end = min(start + Self.resultsPerStatement, results.count)
+            try await client.query(recordStatement(results[start..<end], finishedChunks: end == results.count ? finishedChunks : []),
+                                   logger: logger)
+            start = end
+        } while start < results.count
     }
 
-    /// The rows are found by primary key (`d.id = ANY`), and the lease is compared as a join
-    /// column, never as a constant: statistics taken between campaigns say no row has a lease
-    /// owner, and with `d.lease_owner = 'me'` the planner expected one row, scanned the whole
-    /// table for it and then rescanned the results once per row found (seconds per batch).
-    func recordStatement(_ results: ArraySlice<Result>) -> PostgresQuery {
-        let ids = results.map(\.deliveryID)
+    /// Rows held by their own lease are updated; they are found by primary key (`d.id = ANY`),
+    /// and the lease is compared as a join column, never as a constant: statistics taken between
+    /// campaigns say no row has a lease owner, and with `d.lease_owner = 'me'` the planner expected
+    /// one row, scanned the whole table for it and then rescanned the results once per row found
+    /// (seconds per batch). Devices of chunks get their row inserted; a finished chunk is deleted
+    /// in the same statement, only while this worker holds it.
+    func recordStatement(_ results: ArraySlice<Result>, finishedChunks: [Int64]) -> PostgresQuery {
+        var rowIDs: [Int64] = []
+        var jobs: [Int64] = [], devices: [Int64] = []
+        for result in results {
+            if case .row(let id) = result.lease { rowIDs.append(id) } else { rowIDs.append(0) }
+            jobs.append(result.jobID)
+            devices.append(result.deviceID)
+        }
         return """
-            UPDATE push_deliveries d
-               -- A retry of a job that ended meanwhile is never tried again: skipped like the job's other
-               -- pending deliveries when it was cancelled, failed with it when it failed.
-               SET status = CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN r.status
-                                 WHEN j.status = 'cancelled' THEN 'skipped' ELSE 'failed' END,
-                   error_code = CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
-                                     WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END,
-                   error_message = CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
-                                        WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE NULLIF(r.message, '') END,
-                   fcm_message_id = NULLIF(r.message_id, ''),
-                   attempts = d.attempts + r.attempted,
-                   next_attempt_at = r.next_attempt,
-                   lease_owner = NULL,
-                   updated_at = now()
-              FROM unnest(\(ids)::bigint[], \(results.map(\.status))::text[],
-                          \(results.map { $0.errorCode ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
-                          \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
-                          \(results.map(\.nextAttempt))::timestamptz[], \(Array(repeating: worker, count: results.count))::text[])
-                   AS r(id, status, code, message, message_id, attempted, next_attempt, lease_owner),
-                   push_jobs j
-             WHERE d.id = ANY(\(ids)) AND d.id = r.id AND d.lease_owner = r.lease_owner AND j.id = d.job_id
+            WITH r AS (
+                -- A retry of a job that ended meanwhile is never tried again: skipped like the job's other
+                -- pending deliveries when it was cancelled, failed with it when it failed.
+                SELECT r.row_id, r.lease_owner, r.job_id, r.device_id, r.attempted, r.next_attempt, NULLIF(r.message_id, '') AS message_id,
+                       CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN r.status
+                            WHEN j.status = 'cancelled' THEN 'skipped' ELSE 'failed' END AS status,
+                       CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
+                            WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END AS code,
+                       CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
+                            WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE NULLIF(r.message, '') END AS message
+                  FROM unnest(\(rowIDs)::bigint[], \(jobs)::bigint[], \(devices)::bigint[], \(results.map(\.status))::text[],
+                              \(results.map { $0.errorCode ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
+                              \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
+                              \(results.map(\.nextAttempt))::timestamptz[], \(Array(repeating: worker, count: results.count))::text[])
+                       AS r(row_id, job_id, device_id, status, code, message, message_id, attempted, next_attempt, lease_owner)
+                  JOIN push_jobs j ON j.id = r.job_id),
+            updated AS (
+                UPDATE push_deliveries d
+                   SET status = r.status, error_code = r.code, error_message = r.message, fcm_message_id = r.message_id,
+                       attempts = d.attempts + r.attempted, next_attempt_at = r.next_attempt, lease_owner = NULL, updated_at = now()
+                  FROM r
+                 WHERE d.id = ANY(\(rowIDs.filter { $0 != 0 })::bigint[]) AND d.id = r.row_id AND d.lease_owner = r.lease_owner),
+            finished AS (
+                DELETE FROM push_job_chunks WHERE id = ANY(\(finishedChunks)::bigint[]) AND lease_owner = \(worker))
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, next_attempt_at)
+            SELECT r.job_id, r.device_id, r.status, r.code, r.message, r.message_id, r.attempted, r.next_attempt
+              FROM r WHERE r.row_id = 0
+            ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
             """
     }
 
     /// Keeps this worker's leases alive while their sends are in flight.
-    func heartbeat(_ deliveryIDs: [Int64]) async throws {
-        guard !deliveryIDs.isEmpty else { return }
-        try await client.query(
-            """
-            UPDATE push_deliveries SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
-             WHERE id = ANY(\(deliveryIDs)) AND lease_owner = \(worker) AND status = 'pending'
-            """, logger: logger)
+    func heartbeat(_ leases: [Lease]) async throws {
+        var rows: [Int64] = [], chunks: [Int64] = []
+        for lease in leases {
+            switch lease {
+            case .row(let id): rows.append(id)
+            case .chunk(let id): chunks.append(id)
+            }
+        }
+        if !rows.isEmpty {
+            try await client.query(
+                """
+                UPDATE push_deliveries SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+                 WHERE id = ANY(\(rows)) AND lease_owner = \(worker) AND status = 'pending'
+                """, logger: logger)
+        }
+        if !chunks.isEmpty {
+            try await client.query(
+                """
+                UPDATE push_job_chunks SET lease_until = now() + make_interval(secs => \(leaseSeconds))
+                 WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)
+                """, logger: logger)
+        }
     }
 
-    /// Marks jobs completed once their audience is expanded and nothing is pending.
+    /// Marks jobs completed once their audience is expanded and nothing is pending or in flight.
     func completeFinished(_ jobIDs: [Int64]) async throws {
         guard !jobIDs.isEmpty else { return }
         try await client.query(
@@ -246,6 +352,7 @@ struct DeliveryQueue: Sendable {
             UPDATE push_jobs j SET status = 'completed', finished_at = now()
              WHERE j.id = ANY(\(jobIDs)) AND j.status = 'running' AND j.audience_complete
                AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.status = 'pending')
+               AND NOT EXISTS (SELECT 1 FROM push_job_chunks c WHERE c.job_id = j.id)
             """, logger: logger)
     }
 
@@ -254,12 +361,13 @@ struct DeliveryQueue: Sendable {
         try await JobDirectory(client: client, logger: logger).end(job, .failed(reason: error))
     }
 
-    /// Queue depth (pending deliveries and due audiences not expanded yet) and the age of the
-    /// oldest due job, for /metrics.
+    /// Queue depth (pending deliveries, devices in chunks without a row yet, and due audiences
+    /// not expanded yet) and the age of the oldest due job, for /metrics.
     func depth() async throws -> (pending: Int, oldestDueSeconds: Double) {
         let rows = try await client.query(
             """
             SELECT ((SELECT count(*) FROM push_deliveries WHERE status = 'pending')
+                    + (SELECT COALESCE(sum(push_job_in_flight(job_id)), 0) FROM (SELECT DISTINCT job_id FROM push_job_chunks) c)
                     + (SELECT COALESCE(sum(push_job_unexpanded(status, audience_complete, app_id, user_ids, platforms, audience_cursor)), 0)
                          FROM push_jobs WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()))::int,
                    COALESCE((SELECT extract(epoch FROM now() - min(send_at)) FROM push_jobs

@@ -76,6 +76,9 @@ public struct Dispatcher: Service {
         var audiencesRead = ContinuousClock.Instant.now
         /// When to look for due deliveries again after a look that found too few.
         var nextDueClaim = ContinuousClock.Instant.now
+        /// Devices of each chunk held here whose result is not in the outbox yet: at zero the
+        /// chunk is deleted with its last results.
+        var chunkDevicesLeft: [Int64: Int] = [:]
     }
 
     /// How long a look for due deliveries that found too few holds: retries wait a second or
@@ -101,7 +104,7 @@ public struct Dispatcher: Service {
                     do {
                         let batch = try await claimBatch(limit: free, state: &state)
                         running += batch.count
-                        for claim in batch { inFlight.insert(claim.claimed.deliveryID) }
+                        for claim in batch { inFlight.insert(claim.claimed.lease) }
                         // Sent in slices, each on the least busy connection: a slice's slots free up
                         // when its slowest answer arrives, and no connection gets more than the
                         // server's stream limit at once.
@@ -120,7 +123,7 @@ public struct Dispatcher: Service {
                     if let attempts = await group.next() {
                         running -= attempts.count
                         for attempt in attempts {
-                            inFlight.remove(attempt.claimed.deliveryID)
+                            inFlight.remove(attempt.claimed.lease)
                             settle(attempt, state: &state)
                         }
                     }
@@ -132,16 +135,22 @@ public struct Dispatcher: Service {
     }
 
     /// Claims what fits: due deliveries first (retries, leases taken over from a crashed
-    /// worker), then the next devices of due jobs' audiences, expanded into deliveries leased to
-    /// this worker. Deliveries that need no send (inactive device, job without credentials) are
-    /// settled here and never reach FCM.
+    /// worker, then its expired chunks), then the next devices of due jobs' audiences, as chunks
+    /// leased to this worker. Deliveries that need no send (inactive device, job without
+    /// credentials or ended meanwhile) are settled here and never reach FCM.
     private func claimBatch(limit: Int, state: inout LoopState) async throws -> [Claim] {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
         var claimed: [DeliveryQueue.Claimed] = []
         do {
             if now >= state.nextDueClaim {
-                claimed = try await queue.claim(limit: limit, excludingApps: Array(state.pausedApps.keys))
+                let paused = Array(state.pausedApps.keys)
+                claimed = try await queue.claim(limit: limit, excludingApps: paused)
+                if claimed.count < limit {
+                    let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: paused)
+                    claimed += taken.claimed
+                    if !taken.empty.isEmpty { outbox.add { $0.finishedChunks += taken.empty } }
+                }
                 if claimed.count < limit { state.nextDueClaim = now + Self.dueClaimPause }
             }
             if claimed.count < limit { try await expandAudiences(upTo: limit, into: &claimed, state: &state) }
@@ -150,6 +159,9 @@ public struct Dispatcher: Service {
             // failure shows again on the next claim.
         }
         guard !claimed.isEmpty else { return [] }
+        for delivery in claimed {
+            if case .chunk(let chunk) = delivery.lease { state.chunkDevicesLeft[chunk, default: 0] += 1 }
+        }
         // New credentials in `apps` take effect within seconds, without a restart.
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
         if !stale.isEmpty {
@@ -165,13 +177,19 @@ public struct Dispatcher: Service {
         var batch: [Claim] = []
         for delivery in claimed {
             guard let job = state.jobs[delivery.jobID]?.job else { continue }
+            if !delivery.jobRunning {
+                // Recorded as a retry without an attempt: the write turns it into the job's ending.
+                finish(delivery, job: job, status: "pending", code: "JOB_ENDED", message: "", state: &state)
+                continue
+            }
             if !delivery.deviceActive {
-                finish(delivery, job: job, status: "skipped", code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn")
+                finish(delivery, job: job, status: "skipped", code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn",
+                       state: &state)
                 continue
             }
             guard let account = job.account else {
                 let reason = "app \(job.appCode): no FCM credentials (pushctl app set-credentials --code \(job.appCode))"
-                finish(delivery, job: job, status: "failed", code: "NO_CREDENTIALS", message: reason)
+                finish(delivery, job: job, status: "failed", code: "NO_CREDENTIALS", message: reason, state: &state)
                 failJob(job.id, reason, state: &state)
                 continue
             }
@@ -180,7 +198,7 @@ public struct Dispatcher: Service {
         return batch
     }
 
-    /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as deliveries
+    /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
     /// leased to this worker. The list of such jobs is read again when it runs out, and at least
     /// every poll interval (a scheduled job falls due without a NOTIFY).
     private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], state: inout LoopState) async throws {
@@ -205,11 +223,32 @@ public struct Dispatcher: Service {
         }
     }
 
-    private func finish(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: String, code: String, message: String) {
-        let result = DeliveryQueue.Result(deliveryID: delivery.deliveryID, status: status, errorCode: code, errorMessage: message,
-                                          messageID: nil, attempted: false, nextAttempt: Date())
-        outbox.add { $0.results.append(result); $0.touchedJobs.insert(job.id) }
+    private func finish(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: String, code: String, message: String,
+                        state: inout LoopState) {
+        let result = DeliveryQueue.Result(delivery, status: status, errorCode: code, errorMessage: message, messageID: nil,
+                                          attempted: false, nextAttempt: Date())
+        record(result, state: &state) { _ in }
         metrics.countSend(app: job.appCode, outcome: code)
+    }
+
+    /// Hands a result to the writer, with the chunk it finishes, if any: a chunk is deleted in
+    /// the statement that writes its last row, never before.
+    private func record(_ result: DeliveryQueue.Result, state: inout LoopState, also change: (inout Outbox.Batch) -> Void) {
+        var finishedChunk: Int64?
+        if case .chunk(let chunk) = result.lease, let left = state.chunkDevicesLeft[chunk] {
+            if left > 1 {
+                state.chunkDevicesLeft[chunk] = left - 1
+            } else {
+                state.chunkDevicesLeft[chunk] = nil
+                finishedChunk = chunk
+            }
+        }
+        outbox.add { batch in
+            batch.results.append(result)
+            batch.touchedJobs.insert(result.jobID)
+            if let finishedChunk { batch.finishedChunks.append(finishedChunk) }
+            change(&batch)
+        }
     }
 
     /// Sends a claimed batch, a request per delivery, each job's share with its app's access
@@ -255,16 +294,14 @@ public struct Dispatcher: Service {
             if let duration = attempt.duration { metrics.fcmLatency.record(duration) }
         case .failure(let error) where error.isPermanent:
             let reason = "app \(job.appCode): \(error)"
-            finish(attempt.claimed, job: job, status: "failed", code: "OAUTH", message: reason)
+            finish(attempt.claimed, job: job, status: "failed", code: "OAUTH", message: reason, state: &state)
             failJob(job.id, reason, state: &state)
             return
         case .failure(let error):
             outcome = .transient(errorCode: "OAUTH_UNAVAILABLE", message: error.description, retryAfter: nil, quota: false)
         }
         let decision = state.policy.decide(outcome, for: attempt.claimed, job: job)
-        outbox.add { batch in
-            batch.results.append(decision.result)
-            batch.touchedJobs.insert(job.id)
+        record(decision.result, state: &state) { batch in
             if let deactivate = decision.deactivate { batch.deactivations.append(deactivate) }
         }
         if let deactivate = decision.deactivate {
@@ -322,7 +359,7 @@ public struct Dispatcher: Service {
     }
 
     private func write(_ batch: Outbox.Batch) async throws {
-        try await queue.record(batch.results, deactivate: batch.deactivations)
+        try await queue.record(batch.results, finishedChunks: batch.finishedChunks, deactivate: batch.deactivations)
         for (job, reason) in batch.jobFailures {
             try await queue.fail(job: job, error: reason)
             logger.error("job failed", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])
@@ -360,9 +397,9 @@ public struct Dispatcher: Service {
     private func heartbeat() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: configuration.lease / 3)
-            let ids = inFlight.all()
+            let leases = inFlight.all()
             do {
-                try await queue.heartbeat(ids)
+                try await queue.heartbeat(leases)
             } catch {
                 logger.warning("lease heartbeat failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
             }
@@ -380,10 +417,15 @@ public struct Dispatcher: Service {
     }
 }
 
-/// Deliveries whose sends are in flight, shared by the loop and the heartbeat.
+/// The leases of deliveries whose sends are in flight, shared by the loop and the heartbeat;
+/// a chunk's lease counts once per device.
 final class InFlightDeliveries: Sendable {
-    private let ids = Mutex<Set<Int64>>([])
-    func insert(_ id: Int64) { ids.withLock { _ = $0.insert(id) } }
-    func remove(_ id: Int64) { ids.withLock { _ = $0.remove(id) } }
-    func all() -> [Int64] { ids.withLock { Array($0) } }
+    private let leases = Mutex<[DeliveryQueue.Lease: Int]>([:])
+    func insert(_ lease: DeliveryQueue.Lease) { leases.withLock { $0[lease, default: 0] += 1 } }
+    func remove(_ lease: DeliveryQueue.Lease) {
+        leases.withLock { leases in
+            if let count = leases[lease], count > 1 { leases[lease] = count - 1 } else { leases[lease] = nil }
+        }
+    }
+    func all() -> [DeliveryQueue.Lease] { leases.withLock { Array($0.keys) } }
 }

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// What the send loop has decided and the writer has not yet written: delivery results,
-/// device deactivations, failed jobs, jobs that may have finished. The send loop never waits
+/// finished chunks, device deactivations, failed jobs, jobs that may have finished. The send loop never waits
 /// for the database to write; the writer takes everything at once and writes it in a few
 /// statements.
 final class Outbox: Sendable {
@@ -10,14 +10,19 @@ final class Outbox: Sendable {
         var deactivations: [(deviceID: Int64, reason: String)] = []
         var jobFailures: [(job: Int64, reason: String)] = []
         var touchedJobs: Set<Int64> = []
+        /// Chunks whose every device has its result in this batch or an earlier one.
+        var finishedChunks: [Int64] = []
 
-        var isEmpty: Bool { results.isEmpty && deactivations.isEmpty && jobFailures.isEmpty && touchedJobs.isEmpty }
+        var isEmpty: Bool {
+            results.isEmpty && deactivations.isEmpty && jobFailures.isEmpty && touchedJobs.isEmpty && finishedChunks.isEmpty
+        }
 
         mutating func merge(_ other: Batch) {
             results += other.results
             deactivations += other.deactivations
             jobFailures += other.jobFailures
             touchedJobs.formUnion(other.touchedJobs)
+            finishedChunks += other.finishedChunks
         }
     }
 

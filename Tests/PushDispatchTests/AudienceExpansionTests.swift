@@ -6,9 +6,10 @@ import PostgresNIO
 import Testing
 import TestSupport
 
-/// Audiences are expanded as they are sent: each chunk is inserted already leased to the worker
-/// that sends it, and the part not expanded yet still counts as pending.
-@Suite("Expanding audiences into leased deliveries")
+/// Audiences are expanded as they are sent: the next devices become chunks leased to the worker
+/// that sends them, each device's row is written once with its result, and the parts not expanded
+/// or in flight still count as pending.
+@Suite("Expanding audiences into leased chunks")
 struct AudienceExpansionTests {
     @Test func workersExpandingOneJobAtOnceShareItsAudienceWithoutOverlap() async throws {
         let database = try await TestPostgres.shared.makeDatabase()
@@ -38,19 +39,24 @@ struct AudienceExpansionTests {
             let all = claims.values.flatMap { $0 }
             #expect(all.count == 298 && Set(all.map(\.deviceID)).count == 298)
             #expect(all.allSatisfy { $0.attempts == 0 && $0.deviceActive && $0.jobID == job && $0.token.hasPrefix("expand-") })
-            // Each row is leased to the worker that got it, for the lease's length.
+            // Each device is in a chunk leased to the worker that got it, for the lease's length;
+            // no delivery row exists before a result.
             for (worker, mine) in claims where !mine.isEmpty {
                 let leased = try await count(client, """
-                    SELECT count(*)::int FROM push_deliveries
-                     WHERE id = ANY(\(mine.map(\.deliveryID))) AND status = 'pending' AND lease_owner = \(worker)
-                       AND next_attempt_at > now() + interval '20 seconds'
+                    SELECT count(*)::int FROM push_job_chunks c CROSS JOIN LATERAL unnest(c.device_ids) AS dev(id)
+                     WHERE dev.id = ANY(\(mine.map(\.deviceID))) AND c.job_id = \(job) AND c.lease_owner = \(worker)
+                       AND c.lease_until > now() + interval '20 seconds'
                     """)
                 #expect(leased == mine.count, "worker \(worker)")
             }
+            #expect(try await count(client, "SELECT max(cardinality(device_ids))::int FROM push_job_chunks") == DeliveryQueue.chunkSize)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries") == 0)
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs WHERE id = \(job) AND status = 'running' AND audience_complete") == 1)
             #expect(try await Self.queue(client, "a").unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).isEmpty)
-            // Leased rows are in flight: no claim takes them before the lease runs out.
+            // Leased chunks are in flight: nobody takes them over before the lease runs out.
             #expect(try await Self.queue(client, "d").claim(limit: 500, excludingApps: []).isEmpty)
+            let takeover = try await Self.queue(client, "d").takeOverChunks(room: 500, excludingApps: [])
+            #expect(takeover.claimed.isEmpty && takeover.empty.isEmpty)
             before = try await summary()
             #expect((before.audience, before.pending) == (298, 298))
         }
@@ -64,11 +70,7 @@ struct AudienceExpansionTests {
             let audience = try #require(try await queue.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
             let first = try await queue.expandAndClaim(audience, limit: 30)
             #expect(first.claimed.count == 30 && !first.complete)
-            let results = first.claimed.prefix(10).map {
-                DeliveryQueue.Result(deliveryID: $0.deliveryID, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m",
-                                     attempted: true, nextAttempt: Date())
-            }
-            try await queue.record(Array(results), deactivate: [])
+            try await queue.record(Self.sent(first.claimed.prefix(10)), finishedChunks: [], deactivate: [])
             let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
             #expect((summary.audience, summary.sent, summary.pending) == (100, 10, 90))
             // Paused apps and excluded jobs are not expanded.
@@ -81,6 +83,88 @@ struct AudienceExpansionTests {
             let cancelled = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
             #expect((cancelled.audience, cancelled.sent, cancelled.pending) == (30, 10, 20))
         }
+    }
+
+    /// A crashed worker's chunk is taken over when its lease runs out: the next worker gets the
+    /// devices without a row yet (an inactive one to skip), and a result the first worker writes
+    /// late neither duplicates a row nor deletes the chunk it no longer holds.
+    @Test func expiredChunksAreTakenOverForTheDevicesWithoutARow() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            let (_, job) = try await Self.campaign(client, devices: 100, inactive: [])
+            let crashed = Self.queue(client, "crashed"), next = Self.queue(client, "next")
+            let audience = try #require(try await crashed.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
+            let expanded = try await crashed.expandAndClaim(audience, limit: 101)
+            #expect(expanded.claimed.count == 100 && expanded.complete)
+            let chunks = Set(expanded.claimed.map(\.lease))
+            #expect(chunks.count == 2)
+            try await crashed.record(Self.sent(expanded.claimed.prefix(10)), finishedChunks: [], deactivate: [])
+            try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
+            try await client.query("""
+                UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'logout'
+                 WHERE id = \(expanded.claimed[50].deviceID)
+                """)
+
+            // Room for one chunk of 64 takes only the smaller one; room for both takes both.
+            let small = try await next.takeOverChunks(room: 40, excludingApps: [])
+            #expect(small.claimed.count == 36 && Set(small.claimed.map(\.lease)).count == 1)
+            let rest = try await next.takeOverChunks(room: 128, excludingApps: [])
+            let taken = small.claimed + rest.claimed
+            #expect(taken.count == 90 && rest.empty.isEmpty)
+            #expect(Set(taken.map(\.deviceID)) == Set(expanded.claimed.dropFirst(10).map(\.deviceID)))
+            #expect(taken.filter { !$0.deviceActive }.map(\.deviceID) == [expanded.claimed[50].deviceID])
+            #expect(taken.allSatisfy { $0.jobRunning && $0.attempts == 0 })
+            #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_owner = 'next'") == 2)
+
+            // The crashed worker comes back and writes what it had sent, and "finishes" its chunks.
+            try await crashed.record(Self.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
+            #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 2)
+            try await next.record(Self.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
+            #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
+            #expect(try await count(client, "SELECT count(DISTINCT device_id)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
+            try await next.completeFinished([job])
+            let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
+            #expect((summary.status, summary.audience, summary.sent, summary.pending) == ("completed", 100, 100, 0))
+        }
+    }
+
+    /// Ending a job settles the chunks nobody holds any more, as it does pending rows; a chunk
+    /// still leased is left to its worker. Taken over after the job ended, a chunk's devices are
+    /// recorded as the ending says, not sent.
+    @Test func endingAJobSettlesTheChunksNoWorkerHolds() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            let (_, job) = try await Self.campaign(client, devices: 100, inactive: [])
+            let queue = Self.queue(client, "a")
+            let audience = try #require(try await queue.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
+            let expanded = try await queue.expandAndClaim(audience, limit: 101)
+            let expired = try #require(expanded.claimed.first?.lease.chunkID)
+            try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second' WHERE id = \(expired)")
+            #expect(try await JobDirectory(client: client, logger: workerLogger).cancel(job) == .cancelled)
+            #expect(try await count(client, """
+                SELECT count(*)::int FROM push_deliveries
+                 WHERE job_id = \(job) AND status = 'skipped' AND error_code = 'CANCELLED'
+                """) == 64)
+            var summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
+            #expect((summary.audience, summary.skipped, summary.pending) == (100, 64, 36))
+
+            // The live chunk's worker crashed too: whoever takes it over records the ending.
+            try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
+            let taken = try await Self.queue(client, "b").takeOverChunks(room: 64, excludingApps: [])
+            #expect(taken.claimed.count == 36 && taken.claimed.allSatisfy { !$0.jobRunning })
+            let ended = taken.claimed.map {
+                DeliveryQueue.Result($0, status: "pending", errorCode: "JOB_ENDED", errorMessage: nil, messageID: nil, attempted: false,
+                                     nextAttempt: Date())
+            }
+            try await Self.queue(client, "b").record(ended, finishedChunks: [try #require(taken.claimed.first?.lease.chunkID)], deactivate: [])
+            summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
+            #expect((summary.audience, summary.skipped, summary.pending) == (100, 100, 0))
+        }
+    }
+
+    private static func sent(_ claimed: some Collection<DeliveryQueue.Claimed>) -> [DeliveryQueue.Result] {
+        claimed.map { DeliveryQueue.Result($0, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m", attempted: true, nextAttempt: Date()) }
     }
 
     /// An app with `devices` active devices (minus the `inactive` ones, by their number) and one
@@ -100,5 +184,11 @@ struct AudienceExpansionTests {
 
     private static func queue(_ client: PostgresClient, _ worker: String) -> DeliveryQueue {
         DeliveryQueue(client: client, worker: worker, lease: .seconds(30), logger: workerLogger)
+    }
+}
+
+extension DeliveryQueue.Lease {
+    var chunkID: Int64? {
+        if case .chunk(let id) = self { id } else { nil }
     }
 }

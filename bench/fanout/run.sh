@@ -20,7 +20,7 @@
 #   SKIP_BUILD=1        never build; SKIP_BUILD=0 always build; unset: build only missing binaries
 #   JOB_TIMEOUT=        seconds to wait for the campaign (default 120 + N/1000)
 #   DATABASE_URL=...    use this database instead of a local one in bench/out/fanout-pg
-#                       (its push_devices, push_jobs and push_deliveries are TRUNCATED)
+#                       (its push_devices, push_jobs, push_job_chunks and push_deliveries are TRUNCATED)
 #   PG_PORT=55433       port of the local PostgreSQL
 #   EMULATOR_PORT=18443 fcm-emulator port          METRICS_PORT=19090  push-worker metrics port
 #
@@ -172,7 +172,7 @@ APP_ID=$(sql "SELECT id FROM apps WHERE code = 'bench'")
 log "app id: $APP_ID"
 
 t0=$(now)
-sql "TRUNCATE push_deliveries, push_jobs RESTART IDENTITY"
+sql "TRUNCATE push_deliveries, push_job_chunks, push_jobs RESTART IDENTITY"
 # Re-seed unless exactly N active bench devices of this app (and nothing else) are there.
 have=$(sql "SELECT count(*) FILTER (WHERE app_id = $APP_ID AND is_active AND token LIKE 'bench-%'), count(*) FROM push_devices")
 if [[ $have != "$N|$N" ]]; then
