@@ -149,15 +149,17 @@ struct DeliveryQueue: Sendable {
         return claimed
     }
 
-    /// Expired chunks taken over, up to `room` devices: each at most ``chunkSize``, so that any
-    /// worker with room for one can take it. Only the devices without a row yet are returned;
-    /// `empty` lists taken chunks with none left, to be deleted.
+    /// Expired chunks taken over: as many as `room` holds chunks of ``chunkSize``, and always at
+    /// least one, so that a worker with less room than a chunk (a smaller `WORKER_CONCURRENCY`
+    /// than the crashed worker's) still takes it and holds back what does not fit. Only the
+    /// devices without a row yet are returned; `empty` lists taken chunks with none left, to be
+    /// deleted.
     func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [Int64]) {
         let rows = try await client.query(
             """
             WITH candidates AS (
                 SELECT c.id FROM push_job_chunks c
-                 WHERE c.lease_until <= now() AND cardinality(c.device_ids) <= \(room)
+                 WHERE c.lease_until <= now()
                    AND (SELECT NOT (j.app_id = ANY(\(paused)::bigint[])) FROM push_jobs j WHERE j.id = c.job_id)
                  ORDER BY c.lease_until, c.id
                  LIMIT \(max(1, room / Self.chunkSize))

@@ -79,6 +79,9 @@ public struct Dispatcher: Service {
         /// Devices of each chunk held here whose result is not in the outbox yet: at zero the
         /// chunk is deleted with its last results.
         var chunkDevicesLeft: [Int64: Int] = [:]
+        /// Devices of a taken-over chunk beyond the free capacity, sent as capacity frees up
+        /// (their chunk's lease is kept alive meanwhile).
+        var heldBack: [DeliveryQueue.Claimed] = []
     }
 
     /// How long a look for due deliveries that found too few holds: retries wait a second or
@@ -141,13 +144,17 @@ public struct Dispatcher: Service {
     private func claimBatch(limit: Int, state: inout LoopState) async throws -> [Claim] {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
-        var claimed: [DeliveryQueue.Claimed] = []
+        var claimed = Array(state.heldBack.prefix(limit))
+        state.heldBack.removeFirst(claimed.count)
+        for delivery in claimed { inFlight.remove(delivery.lease) }
         do {
-            if now >= state.nextDueClaim {
+            if claimed.count < limit && now >= state.nextDueClaim {
                 let paused = Array(state.pausedApps.keys)
-                claimed = try await queue.claim(limit: limit, excludingApps: paused)
+                let due = try await queue.claim(limit: limit - claimed.count, excludingApps: paused)
+                claimed += due
                 if claimed.count < limit {
                     let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: paused)
+                    countChunkDevices(taken.claimed, state: &state)
                     claimed += taken.claimed
                     if !taken.empty.isEmpty { outbox.add { $0.finishedChunks += taken.empty } }
                 }
@@ -158,10 +165,12 @@ public struct Dispatcher: Service {
             // What is leased already is sent now rather than after its lease; the database's
             // failure shows again on the next claim.
         }
-        guard !claimed.isEmpty else { return [] }
-        for delivery in claimed {
-            if case .chunk(let chunk) = delivery.lease { state.chunkDevicesLeft[chunk, default: 0] += 1 }
+        if claimed.count > limit {
+            state.heldBack += claimed[limit...]
+            for delivery in claimed[limit...] { inFlight.insert(delivery.lease) }
+            claimed.removeLast(claimed.count - limit)
         }
+        guard !claimed.isEmpty else { return [] }
         // New credentials in `apps` take effect within seconds, without a restart.
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
         if !stale.isEmpty {
@@ -214,12 +223,19 @@ public struct Dispatcher: Service {
                 continue
             }
             let expanded = try await queue.expandAndClaim(audience, limit: limit - claimed.count)
+            countChunkDevices(expanded.claimed, state: &state)
             claimed += expanded.claimed
             if expanded.complete {
                 state.audiences.removeFirst()
                 // An empty audience completes here; others when their last result is written.
                 outbox.add { _ = $0.touchedJobs.insert(audience.job) }
             }
+        }
+    }
+
+    private func countChunkDevices(_ claimed: [DeliveryQueue.Claimed], state: inout LoopState) {
+        for delivery in claimed {
+            if case .chunk(let chunk) = delivery.lease { state.chunkDevicesLeft[chunk, default: 0] += 1 }
         }
     }
 

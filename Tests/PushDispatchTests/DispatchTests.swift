@@ -2,7 +2,7 @@ import DeviceRegistry
 import FCMEmulator
 import Foundation
 import PostgresNIO
-import PushDispatch
+@testable import PushDispatch
 import Testing
 import TestSupport
 
@@ -86,6 +86,30 @@ struct DispatchTests {
             let delivery = try #require(try await fixture.deliveries(job)["tok-down"])
             #expect(delivery.status == "failed" && delivery.errorCode == "UNAVAILABLE" && delivery.attempts == 3)
             #expect(try await fixture.deviceState("tok-down") == (true, nil))
+        }
+    }
+
+    /// A worker that crashed with a full chunk of 64 leaves it to a worker with room for 8 at a
+    /// time: that one takes the chunk over, sends 8 at a time, holds the rest back, and the job
+    /// completes with every device sent once.
+    @Test func aWorkerWithLessRoomThanAChunkTakesItOver() async throws {
+        try await WorkerFixture.with { fixture in
+            let tokens = (1...64).map { "tok-chunk-\($0)" }
+            try await fixture.register(tokens)
+            let job = try await fixture.enqueue(users: (1...64).map(Int64.init))
+            try await fixture.sql { client in
+                let crashed = DeliveryQueue(client: client, worker: "crashed", lease: .seconds(30), logger: workerLogger)
+                let audience = try #require(try await crashed.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 1).first)
+                let expanded = try await crashed.expandAndClaim(audience, limit: 65)
+                #expect(expanded.claimed.count == 64 && expanded.complete)
+                try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
+            }
+            var configuration = fixture.configuration
+            configuration.concurrency = 8
+            let status = try await fixture.withWorker(configuration) { try await fixture.finished(job).status }
+            #expect(status == "completed")
+            #expect(tokens.allSatisfy { fixture.emulator.stats(for: $0).accepted == 1 })
+            #expect(try await fixture.sql { try await count($0, "SELECT count(*)::int FROM push_job_chunks") } == 0)
         }
     }
 
