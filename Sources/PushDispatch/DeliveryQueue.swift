@@ -21,6 +21,14 @@ struct DeliveryQueue: Sendable {
         let platforms: [String]?
     }
 
+    /// Which of these jobs are still running.
+    func running(_ jobIDs: [Int64]) async throws -> Set<Int64> {
+        var running: Set<Int64> = []
+        let rows = try await client.query("SELECT id FROM push_jobs WHERE id = ANY(\(jobIDs)) AND status = 'running'", logger: logger)
+        for try await id in rows.decode(Int64.self) { running.insert(id) }
+        return running
+    }
+
     /// Due jobs whose audience is not fully expanded, oldest first, apart from paused apps' and
     /// the given jobs.
     func unexpandedJobs(excludingApps paused: [Int64], excludingJobs ended: [Int64], limit: Int) async throws -> [Audience] {
@@ -109,7 +117,13 @@ struct DeliveryQueue: Sendable {
         let deviceActive: Bool
         /// False for a taken-over chunk of a job that ended meanwhile: its devices are recorded
         /// as the job's ending says, not sent.
-        let jobRunning: Bool
+        var jobRunning: Bool
+
+        var ended: Claimed {
+            var ended = self
+            ended.jobRunning = false
+            return ended
+        }
     }
 
     /// The claim's SQL, apart so that a test can check its plan.
@@ -153,8 +167,8 @@ struct DeliveryQueue: Sendable {
     /// least one, so that a worker with less room than a chunk (a smaller `WORKER_CONCURRENCY`
     /// than the crashed worker's) still takes it and holds back what does not fit. Only the
     /// devices without a row yet are returned; `empty` lists taken chunks with none left, to be
-    /// deleted.
-    func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [Int64]) {
+    /// deleted (their jobs may be finished then).
+    func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [(chunk: Int64, job: Int64)]) {
         let rows = try await client.query(
             """
             WITH candidates AS (
@@ -178,12 +192,12 @@ struct DeliveryQueue: Sendable {
                         WHERE NOT EXISTS (SELECT FROM push_deliveries d WHERE d.job_id = t.job_id AND d.device_id = dev.id)) v ON true
             """, logger: logger)
         var claimed: [Claimed] = []
-        var empty: [Int64] = []
+        var empty: [(chunk: Int64, job: Int64)] = []
         for try await (chunk, job, running, device, token, type, active) in rows.decode(
             (Int64, Int64, Bool, Int64?, String?, String?, Bool?).self
         ) {
             guard let device, let token else {
-                empty.append(chunk)
+                empty.append((chunk, job))
                 continue
             }
             claimed.append(Claimed(lease: .chunk(chunk), jobID: job, attempts: 0, deviceID: device, token: token,

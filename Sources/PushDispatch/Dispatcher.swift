@@ -144,9 +144,7 @@ public struct Dispatcher: Service {
     private func claimBatch(limit: Int, state: inout LoopState) async throws -> [Claim] {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
-        var claimed = Array(state.heldBack.prefix(limit))
-        state.heldBack.removeFirst(claimed.count)
-        for delivery in claimed { inFlight.remove(delivery.lease) }
+        var claimed = try await takeHeldBack(upTo: limit, state: &state)
         do {
             if claimed.count < limit && now >= state.nextDueClaim {
                 let paused = Array(state.pausedApps.keys)
@@ -156,7 +154,14 @@ public struct Dispatcher: Service {
                     let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: paused)
                     countChunkDevices(taken.claimed, state: &state)
                     claimed += taken.claimed
-                    if !taken.empty.isEmpty { outbox.add { $0.finishedChunks += taken.empty } }
+                    if !taken.empty.isEmpty {
+                        outbox.add { batch in
+                            for (chunk, job) in taken.empty {
+                                batch.finishedChunks.append(chunk)
+                                batch.touchedJobs.insert(job)
+                            }
+                        }
+                    }
                 }
                 if claimed.count < limit { state.nextDueClaim = now + Self.dueClaimPause }
             }
@@ -166,15 +171,22 @@ public struct Dispatcher: Service {
             // failure shows again on the next claim.
         }
         if claimed.count > limit {
-            state.heldBack += claimed[limit...]
-            for delivery in claimed[limit...] { inFlight.insert(delivery.lease) }
+            holdBack(claimed[limit...], state: &state)
             claimed.removeLast(claimed.count - limit)
         }
         guard !claimed.isEmpty else { return [] }
         // New credentials in `apps` take effect within seconds, without a restart.
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
         if !stale.isEmpty {
-            for job in try await queue.jobs(Array(stale)) { state.jobs[job.id] = (job, now) }
+            let loaded: [DeliveryQueue.Job]
+            do {
+                loaded = try await queue.jobs(Array(stale))
+            } catch {
+                // Leased already: kept (and their leases kept alive) for the next claim.
+                holdBack(claimed[...], state: &state)
+                throw error
+            }
+            for job in loaded { state.jobs[job.id] = (job, now) }
             // Jobs not claimed for a minute are finished or paused: a long-running worker keeps
             // only what it is working on.
             for (id, entry) in state.jobs where now - entry.loaded > .seconds(60) {
@@ -231,6 +243,24 @@ public struct Dispatcher: Service {
                 outbox.add { _ = $0.touchedJobs.insert(audience.job) }
             }
         }
+    }
+
+    private func holdBack(_ deliveries: ArraySlice<DeliveryQueue.Claimed>, state: inout LoopState) {
+        state.heldBack += deliveries
+        for delivery in deliveries { inFlight.insert(delivery.lease) }
+    }
+
+    /// Held-back deliveries first, up to `limit`; those of a job that ended meanwhile are
+    /// recorded as its ending says, not sent.
+    private func takeHeldBack(upTo limit: Int, state: inout LoopState) async throws -> [DeliveryQueue.Claimed] {
+        guard !state.heldBack.isEmpty else { return [] }
+        let running = try await queue.running(Array(Set(state.heldBack.prefix(limit).map(\.jobID))))
+        let taken = state.heldBack.prefix(limit).map { delivery in
+            delivery.jobRunning && !running.contains(delivery.jobID) ? delivery.ended : delivery
+        }
+        state.heldBack.removeFirst(taken.count)
+        for delivery in taken { inFlight.remove(delivery.lease) }
+        return taken
     }
 
     private func countChunkDevices(_ claimed: [DeliveryQueue.Claimed], state: inout LoopState) {

@@ -113,6 +113,30 @@ struct DispatchTests {
         }
     }
 
+    /// A chunk whose devices all got their rows, but whose delete was lost (its worker no longer
+    /// held it): the worker that takes it over finds nothing to send, deletes it and completes
+    /// the job.
+    @Test func anExpiredChunkWithNothingLeftIsDeletedAndItsJobCompletes() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register((1...5).map { "tok-done-\($0)" })
+            let job = try await fixture.enqueue(users: [1, 2, 3, 4, 5])
+            try await fixture.sql { client in
+                let crashed = DeliveryQueue(client: client, worker: "crashed", lease: .seconds(30), logger: workerLogger)
+                let audience = try #require(try await crashed.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 1).first)
+                let expanded = try await crashed.expandAndClaim(audience, limit: 6)
+                let sent = expanded.claimed.map {
+                    DeliveryQueue.Result($0, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m", attempted: true, nextAttempt: Date())
+                }
+                try await crashed.record(sent, finishedChunks: [], deactivate: [])
+                try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
+            }
+            let status = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status == "completed")
+            #expect(fixture.emulator.stats.accepted == 0)
+            #expect(try await fixture.sql { try await count($0, "SELECT count(*)::int FROM push_job_chunks") } == 0)
+        }
+    }
+
     @Test func wholesaleSenderMismatchBlamesTheCredentialsAndDeactivatesNothing() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...12).map { "tok-other-project-\($0)" }
