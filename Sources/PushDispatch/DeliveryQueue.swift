@@ -3,8 +3,8 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// The queue's SQL: expanding job audiences into leased deliveries, claiming due deliveries under a lease,
-/// writing results back in batches, finishing and failing jobs.
+/// The queue's SQL: taking job audiences as leased chunks (and taking over expired ones), claiming
+/// due retries under a lease, writing results back in batches, finishing and failing jobs.
 struct DeliveryQueue: Sendable {
     let client: PostgresClient
     let worker: String
