@@ -70,7 +70,7 @@ struct AudienceExpansionTests {
             let audience = try #require(try await queue.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
             let first = try await queue.expandAndClaim(audience, limit: 30)
             #expect(first.claimed.count == 30 && !first.complete)
-            try await queue.record(Self.sent(first.claimed.prefix(10)), finishedChunks: [], deactivate: [])
+            try await queue.record(DeliveryQueue.Result.sent(first.claimed.prefix(10)), finishedChunks: [], deactivate: [])
             let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
             #expect((summary.audience, summary.sent, summary.pending) == (100, 10, 90))
             // Paused apps and excluded jobs are not expanded.
@@ -93,12 +93,11 @@ struct AudienceExpansionTests {
         try await database.withClient { client in
             let (_, job) = try await Self.campaign(client, devices: 100, inactive: [])
             let crashed = Self.queue(client, "crashed"), next = Self.queue(client, "next")
-            let audience = try #require(try await crashed.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
-            let expanded = try await crashed.expandAndClaim(audience, limit: 101)
+            let expanded = try await crashed.expandOldestJob(limit: 101)
             #expect(expanded.claimed.count == 100 && expanded.complete)
             let chunks = Set(expanded.claimed.map(\.lease))
             #expect(chunks.count == 2)
-            try await crashed.record(Self.sent(expanded.claimed.prefix(10)), finishedChunks: [], deactivate: [])
+            try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed.prefix(10)), finishedChunks: [], deactivate: [])
             try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
             try await client.query("""
                 UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'logout'
@@ -119,9 +118,9 @@ struct AudienceExpansionTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_owner = 'next'") == 2)
 
             // The crashed worker comes back and writes what it had sent, and "finishes" its chunks.
-            try await crashed.record(Self.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
+            try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 2)
-            try await next.record(Self.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
+            try await next.record(DeliveryQueue.Result.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
             #expect(try await count(client, "SELECT count(DISTINCT device_id)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
             #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
@@ -139,8 +138,7 @@ struct AudienceExpansionTests {
         try await database.withClient { client in
             let (_, job) = try await Self.campaign(client, devices: 100, inactive: [])
             let queue = Self.queue(client, "a")
-            let audience = try #require(try await queue.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
-            let expanded = try await queue.expandAndClaim(audience, limit: 101)
+            let expanded = try await queue.expandOldestJob(limit: 101)
             let expired = try #require(expanded.claimed.first?.lease.chunkID)
             try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second' WHERE id = \(expired)")
             #expect(try await JobDirectory(client: client, logger: workerLogger).cancel(job) == .cancelled)
@@ -165,10 +163,6 @@ struct AudienceExpansionTests {
         }
     }
 
-    private static func sent(_ claimed: some Collection<DeliveryQueue.Claimed>) -> [DeliveryQueue.Result] {
-        claimed.map { DeliveryQueue.Result($0, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m", attempted: true, nextAttempt: Date()) }
-    }
-
     /// An app with `devices` active devices (minus the `inactive` ones, by their number) and one
     /// campaign to them.
     private static func campaign(_ client: PostgresClient, devices: Int, inactive: [Int]) async throws -> (app: Int64, job: Int64) {
@@ -186,11 +180,5 @@ struct AudienceExpansionTests {
 
     private static func queue(_ client: PostgresClient, _ worker: String) -> DeliveryQueue {
         DeliveryQueue(client: client, worker: worker, lease: .seconds(30), logger: workerLogger)
-    }
-}
-
-extension DeliveryQueue.Lease {
-    var chunkID: Int64? {
-        if case .chunk(let id) = self { id } else { nil }
     }
 }

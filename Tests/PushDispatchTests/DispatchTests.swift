@@ -99,8 +99,7 @@ struct DispatchTests {
             let job = try await fixture.enqueue(users: (1...64).map(Int64.init))
             try await fixture.sql { client in
                 let crashed = DeliveryQueue(client: client, worker: "crashed", lease: .seconds(30), logger: workerLogger)
-                let audience = try #require(try await crashed.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 1).first)
-                let expanded = try await crashed.expandAndClaim(audience, limit: 65)
+                let expanded = try await crashed.expandOldestJob(limit: 65)
                 #expect(expanded.claimed.count == 64 && expanded.complete)
                 try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
             }
@@ -122,12 +121,9 @@ struct DispatchTests {
             let job = try await fixture.enqueue(users: [1, 2, 3, 4, 5])
             try await fixture.sql { client in
                 let crashed = DeliveryQueue(client: client, worker: "crashed", lease: .seconds(30), logger: workerLogger)
-                let audience = try #require(try await crashed.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 1).first)
-                let expanded = try await crashed.expandAndClaim(audience, limit: 6)
-                let sent = expanded.claimed.map {
-                    DeliveryQueue.Result($0, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m", attempted: true, nextAttempt: Date())
-                }
-                try await crashed.record(sent, finishedChunks: [], deactivate: [])
+                let expanded = try await crashed.expandOldestJob(limit: 6)
+                #expect(expanded.claimed.count == 5 && expanded.complete)
+                try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed), finishedChunks: [], deactivate: [])
                 try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
             }
             let status = try await fixture.withWorker { try await fixture.finished(job).status }
