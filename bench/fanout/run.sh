@@ -231,21 +231,7 @@ emulator() {  # emulator METHOD PATH: the admin API
     curl -fsS --cacert "$PUSH_CA_FILE" -X "$1" "$FCM_BASE_URL$2"
 }
 stat_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1"; }
-cpu_secs() {  # utime + stime of a process, in seconds
-    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$1/stat"
-}
-# Every local postgres process, with the backends the postmaster has reaped (cutime, cstime);
-# processes come and go while cat reads.
-pg_cpu_secs() {
-    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v hz="$(getconf CLK_TCK)" '
-        { sub(/^[0-9]+ \(/, ""); if ($0 !~ /^postgres\) /) next; sub(/^[^)]*\) /, "")
-          t += $12 + $13 + $14 + $15 } END { printf "%.1f", t / hz }'
-}
-machine_busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
-busy_pct() {  # busy_pct "BUSY0 TOTAL0" "BUSY1 TOTAL1"
-    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
-        t = y[2] - x[2]; printf "%.0f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
-}
+source bench/lib/cpu.sh
 
 # ------------------------------------------------------------------ baseline 1: h2load
 t0=$(now)
@@ -335,9 +321,9 @@ while :; do
 done
 T_WAIT=$(elapsed "$t0")
 RSS_PEAK_KB=$(awk '/^VmHWM:/ { print $2 }' "/proc/$WORKER_PID/status")
-W_CPU=$(awk -v a="$W_CPU0" -v b="$(cpu_secs "$WORKER_PID")" 'BEGIN { printf "%.1f", b - a }')
-E_CPU=$(awk -v a="$E_CPU0" -v b="$(cpu_secs "$EMULATOR_PID")" 'BEGIN { printf "%.1f", b - a }')
-P_CPU=$(awk -v a="$P_CPU0" -v b="$(pg_cpu_secs)" 'BEGIN { printf "%.1f", b - a }')
+W_CPU=$(delta "$W_CPU0" "$(cpu_secs "$WORKER_PID")")
+E_CPU=$(delta "$E_CPU0" "$(cpu_secs "$EMULATOR_PID")")
+P_CPU=$(delta "$P_CPU0" "$(pg_cpu_secs)")
 MACHINE_BUSY=$(busy_pct "$M0" "$(machine_busy)")
 curl -fs --max-time 5 "http://127.0.0.1:$METRICS_PORT/metrics" >"$OUT/fanout-worker-metrics.txt" || true
 emulator GET '/emulator/stats?devices=false' >"$OUT/fanout-emulator-stats.json"

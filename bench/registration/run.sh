@@ -107,6 +107,7 @@ export DATABASE_URL
 log "database: $DATABASE_URL"
 
 sql() { psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
+source bench/lib/cpu.sh
 
 log "migrating"
 "$BIN/pushctl" migrate
@@ -150,12 +151,19 @@ run_wrk() {  # run_wrk SECONDS RUN_ID: args after "--" go to register.lua
 # A registry that already holds devices, with fresh statistics: PL/pgSQL caches its plans, and
 # plans made while the table is empty (right after a TRUNCATE) scan it whole until autovacuum's
 # ANALYZE catches up, which a 30 s run never sees. Both phases start from the same state.
+#
+# Each phase also starts right after a checkpoint, so neither one pays for a checkpoint that the
+# other's writes (or the seeding) triggered: the first change to each page after a checkpoint
+# writes the whole page to the WAL, and one falling inside a 30 s run took its p99 from ~30 ms to
+# 170-380 ms. The seeding then takes those full-page writes, before the measured run.
 reset_registry() {
+    sql "CHECKPOINT" 2>/dev/null || log "CHECKPOINT refused (needs superuser or pg_checkpoint); a checkpoint may fall inside a run"
     sql "TRUNCATE push_devices RESTART IDENTITY CASCADE"
     sql "INSERT INTO push_devices (user_id, app_id, token, platform, device_id)
          SELECT 1000000 + g, $APP_ID, 'seed-' || g || '-' || md5(g::text) || repeat('x', 100), 'android', 'seed-dev-' || g
            FROM generate_series(1, ${SEED_DEVICES:-200000}) g"
     sql "ANALYZE push_devices"
+    sync   # the seeding's writes leave the page cache now, not in the kernel's flush 30 s later, mid-run
 }
 
 reset_registry
@@ -165,17 +173,27 @@ run_wrk "$WARMUP" "warm$RANDOM" >"$OUT/registration-warmup.txt"
 grep -q "^ERROR" "$OUT/registration-warmup.txt" && { cat "$OUT/registration-warmup.txt" >&2; die "errors during warm-up"; }
 
 log "wrk ${DURATION}s, $THREADS threads, $CONNECTIONS connections"
+A_CPU0=$(cpu_secs "$API_PID"); P_CPU0=$(pg_cpu_secs); M0=$(machine_busy)
 run_wrk "$DURATION" "main$RANDOM" | tee "$OUT/registration-wrk.txt"
+# Where the machine's CPU went: push-api, PostgreSQL, and the rest (mostly wrk).
+A_CPU=$(delta "$A_CPU0" "$(cpu_secs "$API_PID")"); P_CPU=$(delta "$P_CPU0" "$(pg_cpu_secs)")
+M_CPU=$(busy_secs "$M0" "$(machine_busy)")
+# Registrations per database statement over warm-up and run (push-api's RegistrationBatcher).
+curl -fs --max-time 5 "$API_URL/metrics" >"$OUT/registration-metrics.txt" || true
+BATCH_MEAN=$(awk '/^registration_batch_size_sum/ { s = $2 } /^registration_batch_size_count/ { c = $2 }
+    END { printf "%.1f", (c > 0 ? s / c : 0) }' "$OUT/registration-metrics.txt")
 kill -0 "$API_PID" 2>/dev/null || die "push-api died during the benchmark (see $OUT/push-api.log)"
 
 # ------------------------------------------------------------------ pgbench
 reset_registry
 log "pgbench ${DURATION}s, $PGBENCH_CLIENTS clients (push-api idle)"
 pgbench_rc=0
+PB_P_CPU0=$(pg_cpu_secs); PB_M0=$(machine_busy)
 # shellcheck disable=SC2086  # PGBENCH_ARGS is deliberately word-split
 pgbench -n -M prepared -c "$PGBENCH_CLIENTS" -j "$PGBENCH_THREADS" -T "$DURATION" $PGBENCH_ARGS \
     -f "$BENCH/pgbench_register.sql" -D "app_id=$APP_ID" "$DATABASE_URL" \
     2>&1 | tee "$OUT/registration-pgbench.txt" || pgbench_rc=$?
+PB_P_CPU=$(delta "$PB_P_CPU0" "$(pg_cpu_secs)"); PB_M_CPU=$(busy_secs "$PB_M0" "$(machine_busy)")
 
 # ------------------------------------------------------------------ summary
 # One "RESULT key=value ..." line comes from register.lua's done().
@@ -217,6 +235,12 @@ for r in "$R_RPS" "$R_P99" "$R_RATIO" "$R_ERR" "$R_PG" "$R_DUR"; do [[ $r == PAS
     printf '%-28s %12s %10s  %s\n' "pgbench failed txns / rc" "$PGFAIL / $pgbench_rc" "0 / 0" "$R_PG"
     printf '%-28s %12s %10s  %s\n' "ratio wrk / pgbench" "$RATIO" ">= $TARGET_RATIO" "$R_RATIO"
     printf '%-28s %12s %10s  %s\n' "OVERALL" "" "" "$OVERALL"
+    echo
+    per_req() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.0f", (n > 0 ? 1e6 * c / n : 0) }'; }
+    PB_TXNS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/registration-pgbench.txt")
+    echo "registrations per database statement (mean, push-api): $BATCH_MEAN"
+    echo "CPU per request (µs): push-api $(per_req "$A_CPU" "$REQS"), PostgreSQL $(per_req "$P_CPU" "$REQS"), rest of the machine (mostly wrk) $(per_req "$(delta "$(awk -v a="$A_CPU" -v p="$P_CPU" 'BEGIN { print a + p }')" "$M_CPU")" "$REQS")"
+    echo "CPU per pgbench transaction (µs): PostgreSQL $(per_req "$PB_P_CPU" "${PB_TXNS:-0}"), rest of the machine (mostly pgbench) $(per_req "$(delta "$PB_P_CPU" "$PB_M_CPU")" "${PB_TXNS:-0}")"
     [[ $R_ERR == PASS ]] || echo "NOTE: the run had HTTP errors; it is NOT a valid result (see $OUT/registration-wrk.txt, $OUT/push-api.log)."
 } | tee "$OUT/registration-summary.txt"
 
