@@ -27,6 +27,38 @@ public struct DeviceRegistry: Sendable {
             for try await row in try await client.execute(statement, logger: logger) { return row }
             preconditionFailure("push_register_device returns exactly one row")
         }
+        return Self.registered(row)
+    }
+
+    /// One registration of a batch: who registers which device.
+    public struct Registration: Sendable, Equatable {
+        public let device: DeviceRegistration
+        public let userID: Int64
+        public let appID: Int64
+
+        public init(_ device: DeviceRegistration, userID: Int64, appID: Int64) {
+            self.device = device
+            self.userID = userID
+            self.appID = appID
+        }
+    }
+
+    /// Registers a batch in one statement and one transaction, in order, each exactly as
+    /// `register` would (a later registration of the batch sees the earlier ones). Most of a
+    /// registration's cost in the database is the statement and the commit around the function,
+    /// not the function itself: a batch of 4 to 8 costs PostgreSQL about half the CPU per
+    /// registration. All or nothing: any error fails the whole batch, and is not retried here.
+    public func register(batch: [Registration], logger: Logger) async throws -> [Registered] {
+        var registered = [Registered?](repeating: nil, count: batch.count)
+        for try await row in try await client.execute(RegisterBatchStatement(batch: batch), logger: logger) {
+            registered[Int(row.0) - 1] = Self.registered(row.1)
+        }
+        let result = registered.compactMap { $0 }
+        precondition(result.count == batch.count, "push_register_device returns exactly one row per registration")
+        return result
+    }
+
+    private static func registered(_ row: RegisterStatement.Row) -> Registered {
         let device = Device(
             id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
             platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
@@ -62,6 +94,44 @@ public struct DeviceRegistry: Sendable {
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             try row.decode(Row.self)
+        }
+    }
+
+    /// The batch as columns, one array per argument of `push_register_device`, called once per
+    /// element in the arrays' order. PostgresNIO encodes no NULL array elements, so a batch's
+    /// absent device ids travel as a flag beside an empty string.
+    struct RegisterBatchStatement: PostgresPreparedStatement {
+        static let name = "push_register_device_batch"
+        static let sql = """
+            SELECT g.ord, r.id, r.user_id, r.app_id, r.token, r.token_type, r.platform, r.device_id, r.is_active,
+                   r.last_used_at, r.created_at, r.created
+              FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::boolean[], $7::text[])
+                   WITH ORDINALITY AS g(user_id, app_id, token, platform, device_id, has_device_id, token_type, ord)
+             CROSS JOIN LATERAL push_register_device(
+                   g.user_id, g.app_id, g.token, g.platform, CASE WHEN g.has_device_id THEN g.device_id END,
+                   g.token_type) AS r
+             ORDER BY g.ord
+            """
+        typealias Row = (Int64, RegisterStatement.Row)
+
+        let batch: [Registration]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 7)
+            bindings.append(batch.map(\.userID))
+            bindings.append(batch.map(\.appID))
+            bindings.append(batch.map(\.device.token))
+            bindings.append(batch.map(\.device.platform.rawValue))
+            bindings.append(batch.map { $0.device.deviceID ?? "" })
+            bindings.append(batch.map { $0.device.deviceID != nil })
+            bindings.append(batch.map(\.device.tokenType.rawValue))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            let (ord, id, userID, appID, token, tokenType, platform, deviceID, isActive, lastUsedAt, createdAt, created) =
+                try row.decode((Int64, Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool).self)
+            return (ord, (id, userID, appID, token, tokenType, platform, deviceID, isActive, lastUsedAt, createdAt, created))
         }
     }
 

@@ -31,6 +31,9 @@ public struct APIError: Error, Sendable, Equatable {
     }
     public static let databaseUnavailable = APIError(
         .serviceUnavailable, code: "DATABASE_UNAVAILABLE", "the database is unavailable; retry later")
+    /// A request that arrived after the server began its graceful shutdown.
+    public static let shuttingDown = APIError(
+        .serviceUnavailable, code: "SHUTTING_DOWN", "push-api is shutting down; retry")
     public static let internalError = APIError(
         .internalServerError, code: "INTERNAL", "an internal error occurred")
 

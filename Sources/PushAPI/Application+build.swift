@@ -11,23 +11,29 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let postgres = try DatabaseConfiguration.parse(configuration.databaseURL)
     let verifier = try await UserTokenVerifier(configuration.jwt)
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
-    let router = try buildRouter(client: client, verifier: verifier, adminToken: configuration.adminToken,
+    let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
+    let registrations = RegistrationBatcher(
+        registry: DeviceRegistry(client: client), lanes: postgres.options.maximumConnections, logger: logger,
+        batchSizes: { metrics.recordRegistrationBatch(size: $0) })
+    let router = try buildRouter(client: client, registrations: registrations, metrics: metrics, verifier: verifier,
+                                 adminToken: configuration.adminToken,
                                  deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
+    // Services stop in reverse order: the server first, then the batcher its requests use.
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api"),
-        services: [client],
+        services: [client, registrations],
         logger: logger)
 }
 
-func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
+func buildRouter(client: PostgresClient, registrations: RegistrationBatcher, metrics: RequestMetrics,
+                 verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
                  logger: Logger) throws -> Router<APIRequestContext> {
     guard let documentURL = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
           let document = try? Data(contentsOf: documentURL)
     else {
         throw ConfigurationError.missing("the bundled openapi.yaml")
     }
-    let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let router = Router(context: APIRequestContext.self)
     router.middlewares.add(RequestLogMiddleware())
     router.middlewares.add(RequestMetricsMiddleware(metrics: metrics))
@@ -36,7 +42,7 @@ func buildRouter(client: PostgresClient, verifier: UserTokenVerifier, adminToken
     OperationsController(client: client, metrics: metrics, openAPIDocument: ByteBuffer(data: document))
         .addRoutes(to: router)
     let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger), deadline: deadline)
-    DeviceController(registry: DeviceRegistry(client: client), deadline: deadline)
+    DeviceController(registry: DeviceRegistry(client: client), registrations: registrations, deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
     let admin = AdminAuthenticator(token: adminToken)
     AdminController(jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },

@@ -221,4 +221,52 @@ struct ConcurrencyTests {
                 """) == 0)
         }
     }
+
+    /// A batch runs each registration in order in one transaction: the answers are what one
+    /// call each would give, including a repeat within the batch and an account switch.
+    @Test func aBatchRegistersInOrderAsSingleCallsWould() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let existing = try await registry.register(registration("tok-old", deviceID: "phone-9"), userID: 9, appID: app, logger: testLogger)
+            let batch: [DeviceRegistry.Registration] = [
+                .init(try registration("tok-a", deviceID: "phone-1"), userID: 1, appID: app),
+                .init(try registration("tok-old", platform: "android", deviceID: "phone-9"), userID: 9, appID: app),
+                .init(try registration("tok-b", platform: "web", tokenType: "fid"), userID: 2, appID: app),
+                .init(try registration("tok-a", deviceID: "phone-1"), userID: 1, appID: app),
+                .init(try registration("tok-a", deviceID: "phone-1"), userID: 3, appID: app),
+            ]
+            let answers = try await registry.register(batch: batch, logger: testLogger)
+            try #require(answers.count == 5)
+            #expect(answers.map(\.created) == [true, false, true, false, true])
+            #expect(answers.map(\.device.userID) == [1, 9, 2, 1, 3])
+            #expect(answers[0].device.token == "tok-a" && answers[0].device.deviceID == "phone-1")
+            #expect(answers[1].device.id == existing.device.id && answers[1].device.platform == .android)
+            #expect(answers[1].device.createdAt == existing.device.createdAt)
+            #expect(answers[2].device.deviceID == nil && answers[2].device.tokenType == .fid && answers[2].device.platform == .web)
+            #expect(answers[3].device.id == answers[0].device.id)
+            // The last one took the token over from user 1 (account switch) in the same transaction.
+            let state = try await rows(client, token: "tok-a")
+            try #require(state.count == 2)
+            #expect(state[0].0 == 1 && state[0].1 == false && state[0].2 == "account_switch")
+            #expect(state[1].0 == 3 && state[1].1 == true)
+        }
+    }
+
+    /// All or nothing: one registration the database refuses (an app that does not exist) fails
+    /// the batch, and none of its rows is written.
+    @Test func aBatchFailsAsAWhole() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let batch: [DeviceRegistry.Registration] = [
+                .init(try registration("tok-ok"), userID: 1, appID: app),
+                .init(try registration("tok-no-app"), userID: 1, appID: app + 1000),
+            ]
+            await #expect {
+                _ = try await registry.register(batch: batch, logger: testLogger)
+            } throws: { DatabaseErrorText.sqlState($0) == "23503" }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices") == 0)
+        }
+    }
 }

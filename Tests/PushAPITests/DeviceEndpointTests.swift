@@ -118,4 +118,36 @@ struct DeviceEndpointTests {
         }
         #expect(duplicates == 0)
     }
+
+    /// Concurrent registrations share database statements (two connections, so most of them
+    /// queue); each caller still gets its own device, and /metrics counts every registration.
+    @Test func concurrentRegistrationsEachGetTheirOwnAnswer() async throws {
+        let fixture = try await APIFixture.make()
+        var configuration = fixture.configuration()
+        configuration.databaseURL += (configuration.databaseURL.contains("?") ? "&" : "?") + "pool_max=2"
+        let app = try await buildApplication(configuration, logger: apiLogger)
+        try await app.test(.live) { client in
+            let answers = try await withThrowingTaskGroup(of: (Int64, Int, String?, Int?).self) { group in
+                for user in Int64(1)...60 {
+                    group.addTask {
+                        let response = try await client.register(token: "tok-of-\(user)", as: fixture.token(user: user), deviceID: "phone-\(user)")
+                        return (user, Int(response.status.code), response.json["token"] as? String, response.json["id"] as? Int)
+                    }
+                }
+                return try await group.reduce(into: [(Int64, Int, String?, Int?)]()) { $0.append($1) }
+            }
+            #expect(answers.count == 60)
+            for (user, status, token, _) in answers {
+                #expect(status == 201 && token == "tok-of-\(user)")
+            }
+            #expect(Set(answers.compactMap(\.3)).count == 60)
+            for user: Int64 in [1, 30, 60] {
+                let list = try await client.send(.get, "/push/devices", token: fixture.token(user: user)).json
+                let devices = try #require(list["devices"] as? [[String: Any]])
+                #expect(devices.map { $0["token"] as? String } == ["tok-of-\(user)"])
+            }
+            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains("registration_batch_size_sum 60"))
+        }
+    }
 }

@@ -6,6 +6,7 @@ import Logging
 /// `POST /push/devices`, `DELETE /push/devices/{id}`, `GET /push/devices`.
 struct DeviceController {
     let registry: DeviceRegistry
+    let registrations: RegistrationBatcher
     let deadline: DatabaseDeadline
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
@@ -71,9 +72,9 @@ struct DeviceController {
         } catch let error as DeviceValidationError {
             throw APIError.validation(error.description)
         }
-        let (registry, logger) = (self.registry, context.logger)
+        let (registrations, logger) = (self.registrations, context.logger)
         let result = try await deadline.run {
-            try await registry.register(registration, userID: user.userID, appID: user.appID, logger: logger)
+            try await registrations.register(registration, userID: user.userID, appID: user.appID, logger: logger)
         }
         context.logger.info("device registered", metadata: [
             "push.device_id": "\(result.device.id)",

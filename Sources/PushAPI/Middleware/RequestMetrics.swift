@@ -14,8 +14,18 @@ final class RequestMetrics: Sendable {
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5),
     ]
 
+    /// Registrations per database statement (`RegistrationBatcher`): above 1 only under load.
+    private let registrationBatchSize: ValueHistogram
+
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
+        registrationBatchSize = registry.makeValueHistogram(
+            name: "registration_batch_size", buckets: [1, 2, 4, 8, 16, 32, 64],
+            help: "registrations per database statement")
+    }
+
+    func recordRegistrationBatch(size: Int) {
+        registrationBatchSize.record(Double(size))
     }
 
     func record(route: String, method: String, status: Int, duration: Duration) {

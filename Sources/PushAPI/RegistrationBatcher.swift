@@ -1,0 +1,195 @@
+import DeviceRegistry
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// Registers devices for push-api's requests. A registration waits in a queue for one of
+/// `lanes` statements (one per pooled connection); a free lane takes everything queued, up to
+/// `maximumBatch`, and registers it in one statement (`DeviceRegistry.register(batch:)`).
+///
+/// Batches form only while every lane is busy, so a registration on a quiet server is one
+/// statement of its own, as before, and waits for nothing. Under load, PostgreSQL spends most
+/// of a registration's CPU on the statement and the commit around it; sharing them halves its
+/// cost per registration. A batch fails as a whole; its registrations are then run one by one,
+/// so each caller gets its own answer (a deadlock between two batches is retried there too).
+///
+/// Runs as a service after the PostgreSQL client's and before the server's, so at shutdown the
+/// server's last requests still find it; it finishes what is queued, then returns.
+final class RegistrationBatcher: Service, Sendable {
+    typealias Registered = DeviceRegistry.Registered
+
+    private struct Queued {
+        let id: UInt64
+        let registration: DeviceRegistry.Registration
+        let logger: Logger
+    }
+
+    private struct State {
+        var queue = CircularBuffer<Queued>()
+        /// Every caller still waiting, queued or in a running batch. Whoever removes one resumes
+        /// it: the lane with the result, or the caller's cancellation handler.
+        var callers: [UInt64: CheckedContinuation<Registered, any Error>] = [:]
+        var idleLanes: [CheckedContinuation<Void, Never>] = []
+        var nextID: UInt64 = 0
+        var closed = false
+    }
+
+    private let registry: DeviceRegistry
+    private let lanes: Int
+    private let maximumBatch: Int
+    private let batchSizes: (@Sendable (Int) -> Void)?
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    /// - Parameters:
+    ///   - lanes: statements at once; more than the pool's connections would only queue there.
+    ///   - batchSizes: told the size of every batch run (for metrics).
+    init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, logger: Logger,
+                batchSizes: (@Sendable (Int) -> Void)? = nil) {
+        precondition(lanes > 0 && maximumBatch > 0)
+        self.registry = registry
+        self.lanes = lanes
+        self.maximumBatch = maximumBatch
+        self.logger = logger
+        self.batchSizes = batchSizes
+    }
+
+    /// Registrations waiting for a lane.
+    var waiting: Int {
+        state.withLock { $0.queue.count }
+    }
+
+    /// False once a graceful shutdown began: registrations are refused (`APIError.shuttingDown`).
+    var isAccepting: Bool {
+        state.withLock { !$0.closed }
+    }
+
+    /// Registers one device, as `DeviceRegistry.register` does. Cancelling the caller's task
+    /// answers it at once with `CancellationError`; if its batch already runs, the registration
+    /// may still be committed (registering is idempotent, the client retries).
+    func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        let queued = Queued(id: id, registration: .init(registration, userID: userID, appID: appID), logger: logger)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Registered, any Error>) in
+                enum Admission { case queued(CheckedContinuation<Void, Never>?), refused(any Error) }
+                let admission = state.withLock { state -> Admission in
+                    // Checked under the lock the cancellation handler takes: a cancellation either
+                    // finds the registration queued or stops it here.
+                    if Task.isCancelled { return .refused(CancellationError()) }
+                    if state.closed { return .refused(APIError.shuttingDown) }
+                    state.queue.append(queued)
+                    state.callers[id] = caller
+                    return .queued(state.idleLanes.popLast())
+                }
+                switch admission {
+                case .queued(let lane): lane?.resume()
+                case .refused(let error): caller.resume(throwing: error)
+                }
+            }
+        } onCancel: {
+            let caller = state.withLock { state in
+                state.queue.removeAll { $0.id == id }
+                return state.callers.removeValue(forKey: id)
+            }
+            caller?.resume(throwing: CancellationError())
+        }
+    }
+
+    func run() async throws {
+        await withDiscardingTaskGroup { group in
+            for _ in 0..<lanes {
+                group.addTask { await self.runLane() }
+            }
+            // The server stops before this service is told to, so nothing new arrives after this;
+            // cancellation (no graceful shutdown) closes it the same way.
+            try? await gracefulShutdown()
+            close()
+        }
+    }
+
+    private func close() {
+        let idle = state.withLock { state in
+            state.closed = true
+            defer { state.idleLanes = [] }
+            return state.idleLanes
+        }
+        for lane in idle { lane.resume() }
+    }
+
+    private func runLane() async {
+        while let batch = await nextBatch() {
+            batchSizes?(batch.count)
+            await register(batch)
+        }
+    }
+
+    /// Waits for queued registrations; nil once closed and drained.
+    private func nextBatch() async -> [Queued]? {
+        while true {
+            enum Next { case batch([Queued]), finished, wait }
+            let next = state.withLock { state -> Next in
+                if state.queue.isEmpty { return state.closed ? .finished : .wait }
+                let count = min(state.queue.count, maximumBatch)
+                let batch = Array(state.queue.prefix(count))
+                state.queue.removeFirst(count)
+                return .batch(batch)
+            }
+            switch next {
+            case .batch(let batch): return batch
+            case .finished: return nil
+            case .wait:
+                await withCheckedContinuation { (lane: CheckedContinuation<Void, Never>) in
+                    let wakeNow = state.withLock { state in
+                        if state.queue.isEmpty && !state.closed {
+                            state.idleLanes.append(lane)
+                            return false
+                        }
+                        return true
+                    }
+                    if wakeNow { lane.resume() }
+                }
+            }
+        }
+    }
+
+    private func register(_ batch: [Queued]) async {
+        if batch.count > 1 {
+            do {
+                let registered = try await registry.register(batch: batch.map(\.registration), logger: logger)
+                for (queued, result) in zip(batch, registered) { answer(queued, with: .success(result)) }
+                return
+            } catch where DatabaseErrorText.isServerError(error) {
+                logger.debug("registration batch failed, registering one by one", metadata: [
+                    "push.batch_size": "\(batch.count)", "push.error": "\(DatabaseErrorText.describe(error))",
+                ])
+            } catch {
+                // The connection, not a registration: one by one would fail the same way, slowly.
+                for queued in batch { answer(queued, with: .failure(error)) }
+                return
+            }
+        }
+        for queued in batch where isWaiting(queued) {
+            let registration = queued.registration
+            do {
+                let registered = try await registry.register(registration.device, userID: registration.userID,
+                                                             appID: registration.appID, logger: queued.logger)
+                answer(queued, with: .success(registered))
+            } catch {
+                answer(queued, with: .failure(error))
+            }
+        }
+    }
+
+    private func isWaiting(_ queued: Queued) -> Bool {
+        state.withLock { $0.callers[queued.id] != nil }
+    }
+
+    private func answer(_ queued: Queued, with result: Result<Registered, any Error>) {
+        state.withLock { $0.callers.removeValue(forKey: queued.id) }?.resume(with: result)
+    }
+}
