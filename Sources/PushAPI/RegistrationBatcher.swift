@@ -46,7 +46,7 @@ final class RegistrationBatcher: Service, Sendable {
     ///   - lanes: statements at once; more than the pool's connections would only queue there.
     ///   - batchSizes: told the size of every batch run (for metrics).
     init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, logger: Logger,
-                batchSizes: (@Sendable (Int) -> Void)? = nil) {
+         batchSizes: (@Sendable (Int) -> Void)? = nil) {
         precondition(lanes > 0 && maximumBatch > 0)
         self.registry = registry
         self.lanes = lanes
