@@ -42,5 +42,10 @@ public struct DatabaseDeadline: Sendable {
 /// No answer from the database within the deadline.
 public struct DatabaseUnavailable: Error, CustomStringConvertible {
     public let waited: Duration
+
+    public init(waited: Duration) {
+        self.waited = waited
+    }
+
     public var description: String { "no answer from the database within \(waited)" }
 }

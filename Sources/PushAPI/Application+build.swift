@@ -13,7 +13,8 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
     let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let registrations = RegistrationBatcher(
-        registry: DeviceRegistry(client: client), lanes: postgres.options.maximumConnections, logger: logger,
+        registry: DeviceRegistry(client: client), lanes: postgres.options.maximumConnections,
+        deadline: configuration.databaseDeadline, logger: logger,
         batchSizes: { metrics.recordRegistrationBatch(size: $0) })
     let router = try buildRouter(client: client, registrations: registrations, metrics: metrics, verifier: verifier,
                                  adminToken: configuration.adminToken,

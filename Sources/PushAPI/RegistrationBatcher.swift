@@ -14,6 +14,12 @@ import Synchronization
 /// cost per registration. A batch fails as a whole; its registrations are then run one by one,
 /// so each caller gets its own answer (a deadlock between two batches is retried there too).
 ///
+/// A registration not answered within `deadline` (queued, or in a batch the database does not
+/// finish) is answered with `DatabaseUnavailable` (503), by one sweep every twentieth of the
+/// deadline: a timer per request cost every registration a task group and two child tasks. Each
+/// statement has the same deadline (one timer per batch), so a lane stuck on a lost database
+/// gives up, and a graceful shutdown does not wait for the database to come back.
+///
 /// Runs as a service after the PostgreSQL client's and before the server's, so at shutdown the
 /// server's last requests still find it; it finishes what is queued, then returns.
 final class RegistrationBatcher: Service, Sendable {
@@ -25,11 +31,16 @@ final class RegistrationBatcher: Service, Sendable {
         let logger: Logger
     }
 
+    private struct Caller {
+        let continuation: CheckedContinuation<Registered, any Error>
+        let expires: ContinuousClock.Instant
+    }
+
     private struct State {
         var queue = CircularBuffer<Queued>()
         /// Every caller still waiting, queued or in a running batch. Whoever removes one resumes
         /// it: the lane with the result, or the caller's cancellation handler.
-        var callers: [UInt64: CheckedContinuation<Registered, any Error>] = [:]
+        var callers: [UInt64: Caller] = [:]
         var idleLanes: [CheckedContinuation<Void, Never>] = []
         var nextID: UInt64 = 0
         var closed = false
@@ -38,19 +49,24 @@ final class RegistrationBatcher: Service, Sendable {
     private let registry: DeviceRegistry
     private let lanes: Int
     private let maximumBatch: Int
+    private let deadline: Duration
+    private let statementDeadline: DatabaseDeadline
     private let batchSizes: (@Sendable (Int) -> Void)?
     private let logger: Logger
     private let state = Mutex(State())
 
     /// - Parameters:
     ///   - lanes: statements at once; more than the pool's connections would only queue there.
+    ///   - deadline: the longest a caller waits for its answer.
     ///   - batchSizes: told the size of every batch run (for metrics).
-    init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, logger: Logger,
+    init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, deadline: Duration, logger: Logger,
          batchSizes: (@Sendable (Int) -> Void)? = nil) {
-        precondition(lanes > 0 && maximumBatch > 0)
+        precondition(lanes > 0 && maximumBatch > 0 && deadline > .zero)
         self.registry = registry
         self.lanes = lanes
         self.maximumBatch = maximumBatch
+        self.deadline = deadline
+        self.statementDeadline = DatabaseDeadline(limit: deadline)
         self.logger = logger
         self.batchSizes = batchSizes
     }
@@ -65,15 +81,17 @@ final class RegistrationBatcher: Service, Sendable {
         state.withLock { !$0.closed }
     }
 
-    /// Registers one device, as `DeviceRegistry.register` does. Cancelling the caller's task
-    /// answers it at once with `CancellationError`; if its batch already runs, the registration
-    /// may still be committed (registering is idempotent, the client retries).
+    /// Registers one device, as `DeviceRegistry.register` does. Past the deadline, or when the
+    /// caller's task is cancelled, the caller is answered at once (`DatabaseUnavailable`,
+    /// `CancellationError`); if its batch already runs, the registration may still be committed
+    /// (registering is idempotent, the client retries).
     func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
         }
         let queued = Queued(id: id, registration: .init(registration, userID: userID, appID: appID), logger: logger)
+        let expires = ContinuousClock.now + deadline
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Registered, any Error>) in
                 enum Admission { case queued(CheckedContinuation<Void, Never>?), refused(any Error) }
@@ -83,7 +101,7 @@ final class RegistrationBatcher: Service, Sendable {
                     if Task.isCancelled { return .refused(CancellationError()) }
                     if state.closed { return .refused(APIError.shuttingDown) }
                     state.queue.append(queued)
-                    state.callers[id] = caller
+                    state.callers[id] = Caller(continuation: caller, expires: expires)
                     return .queued(state.idleLanes.popLast())
                 }
                 switch admission {
@@ -96,19 +114,41 @@ final class RegistrationBatcher: Service, Sendable {
                 state.queue.removeAll { $0.id == id }
                 return state.callers.removeValue(forKey: id)
             }
-            caller?.resume(throwing: CancellationError())
+            caller?.continuation.resume(throwing: CancellationError())
         }
     }
 
     func run() async throws {
-        await withDiscardingTaskGroup { group in
-            for _ in 0..<lanes {
-                group.addTask { await self.runLane() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.answerOverdueCallers() }
+            group.addTask {
+                // The server stops before this service is told to, so nothing new arrives after
+                // this; cancellation (no graceful shutdown) closes it the same way.
+                try? await gracefulShutdown()
+                self.close()
             }
-            // The server stops before this service is told to, so nothing new arrives after this;
-            // cancellation (no graceful shutdown) closes it the same way.
-            try? await gracefulShutdown()
-            close()
+            await withDiscardingTaskGroup { lanes in
+                for _ in 0..<self.lanes {
+                    lanes.addTask { await self.runLane() }
+                }
+            }
+            // The lanes return once closed and drained: nobody is left waiting.
+            group.cancelAll()
+        }
+    }
+
+    /// Answers every caller past its deadline, until cancelled.
+    private func answerOverdueCallers() async {
+        let sweep = min(max(deadline / 20, .milliseconds(10)), .milliseconds(250))
+        while (try? await Task.sleep(for: sweep)) != nil {
+            let now = ContinuousClock.now
+            let overdue = state.withLock { state in
+                let ids = state.callers.filter { $0.value.expires <= now }.keys
+                guard !ids.isEmpty else { return [Caller]() }
+                state.queue.removeAll { ids.contains($0.id) }
+                return ids.compactMap { state.callers.removeValue(forKey: $0) }
+            }
+            for caller in overdue { caller.continuation.resume(throwing: DatabaseUnavailable(waited: deadline)) }
         }
     }
 
@@ -158,9 +198,11 @@ final class RegistrationBatcher: Service, Sendable {
     }
 
     private func register(_ batch: [Queued]) async {
+        let registry = self.registry
         if batch.count > 1 {
             do {
-                let registered = try await registry.register(batch: batch.map(\.registration), logger: logger)
+                let (registrations, logger) = (batch.map(\.registration), self.logger)
+                let registered = try await statementDeadline.run { try await registry.register(batch: registrations, logger: logger) }
                 for (queued, result) in zip(batch, registered) { answer(queued, with: .success(result)) }
                 return
             } catch where DatabaseErrorText.isServerError(error) {
@@ -174,10 +216,12 @@ final class RegistrationBatcher: Service, Sendable {
             }
         }
         for queued in batch where isWaiting(queued) {
-            let registration = queued.registration
+            let (registration, logger) = (queued.registration, queued.logger)
             do {
-                let registered = try await registry.register(registration.device, userID: registration.userID,
-                                                             appID: registration.appID, logger: queued.logger)
+                let registered = try await statementDeadline.run {
+                    try await registry.register(registration.device, userID: registration.userID,
+                                                appID: registration.appID, logger: logger)
+                }
                 answer(queued, with: .success(registered))
             } catch {
                 answer(queued, with: .failure(error))
@@ -190,6 +234,6 @@ final class RegistrationBatcher: Service, Sendable {
     }
 
     private func answer(_ queued: Queued, with result: Result<Registered, any Error>) {
-        state.withLock { $0.callers.removeValue(forKey: queued.id) }?.resume(with: result)
+        state.withLock { $0.callers.removeValue(forKey: queued.id) }?.continuation.resume(with: result)
     }
 }

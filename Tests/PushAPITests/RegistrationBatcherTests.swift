@@ -75,6 +75,30 @@ struct RegistrationBatcherTests {
         }
     }
 
+    /// Past the deadline a caller is answered with 503's error, whether its registration is
+    /// queued (it is then never written) or in a batch the database does not finish.
+    @Test func callersPastTheDeadlineAreAnsweredWhereverTheyWait() async throws {
+        try await withBlockedLane(runsAsService: false, deadline: .milliseconds(500)) { lane in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await lane.batcher.run() }
+                let started = ContinuousClock.now
+                async let blocked = outcome { try await lane.register("tok-blocker", user: 1) }
+                try await lane.waitUntilBlocked()
+                async let queued = outcome { try await lane.register("tok-queued", user: 2) }
+                for outcome in [await blocked, await queued] {
+                    #expect(throws: DatabaseUnavailable.self) { try outcome.get() }
+                }
+                #expect(ContinuousClock.now - started < .seconds(2))
+                #expect(lane.batcher.waiting == 0)
+                try await lane.release()
+                // The blocked batch still commits once the lock is free; the queued one never ran.
+                try await lane.waitUntil { try await lane.tokens() == ["tok-blocker"] }
+                #expect(lane.batchSizes() == [1])
+                group.cancelAll()
+            }
+        }
+    }
+
     /// At a graceful shutdown the batcher finishes what is queued and refuses what comes later.
     @Test func aGracefulShutdownFinishesTheQueueAndRefusesNewRegistrations() async throws {
         try await withBlockedLane(runsAsService: false) { lane in
@@ -155,11 +179,12 @@ private final class BatchSizes: Sendable {
 
 /// Runs `body` with a lane whose first registration (`tok-blocker`, user 1) is blocked; unless
 /// `runsAsService` is false, the batcher runs and the blocked registration is already waiting.
-private func withBlockedLane(runsAsService: Bool = true, _ body: @Sendable (BlockedLane) async throws -> Void) async throws {
+private func withBlockedLane(runsAsService: Bool = true, deadline: Duration = .seconds(30),
+                             _ body: @Sendable (BlockedLane) async throws -> Void) async throws {
     try await TestPostgres.shared.makeDatabase().withClient { client in
         let app = try await AppDirectory(client: client, logger: apiLogger).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
         let sizes = BatchSizes()
-        let batcher = RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, logger: apiLogger,
+        let batcher = RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, deadline: deadline, logger: apiLogger,
                                           batchSizes: { sizes.append($0) })
         let (unlocked, unlock) = AsyncStream<Void>.makeStream()
         let lane = BlockedLane(client: client, batcher: batcher, app: app, sizes: sizes, unlock: unlock)
@@ -191,3 +216,12 @@ private func withBlockedLane(runsAsService: Bool = true, _ body: @Sendable (Bloc
         }
     }
 }
+
+private func outcome<T: Sendable>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do {
+        return .success(try await body())
+    } catch {
+        return .failure(error)
+    }
+}
+

@@ -72,10 +72,9 @@ struct DeviceController {
         } catch let error as DeviceValidationError {
             throw APIError.validation(error.description)
         }
-        let (registrations, logger) = (self.registrations, context.logger)
-        let result = try await deadline.run {
-            try await registrations.register(registration, userID: user.userID, appID: user.appID, logger: logger)
-        }
+        // The batcher keeps the database deadline itself.
+        let result = try await registrations.register(registration, userID: user.userID, appID: user.appID,
+                                                      logger: context.logger)
         context.logger.info("device registered", metadata: [
             "push.device_id": "\(result.device.id)",
             "push.platform": "\(registration.platform.rawValue)",
