@@ -39,7 +39,7 @@ final class RegistrationBatcher: Service, Sendable {
     private struct State {
         var queue = CircularBuffer<Queued>()
         /// Every caller still waiting, queued or in a running batch. Whoever removes one resumes
-        /// it: the lane with the result, or the caller's cancellation handler.
+        /// it: the lane with the result, the deadline sweep, or the caller's cancellation handler.
         var callers: [UInt64: Caller] = [:]
         var idleLanes: [CheckedContinuation<Void, Never>] = []
         var nextID: UInt64 = 0
