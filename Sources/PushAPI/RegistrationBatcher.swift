@@ -42,7 +42,6 @@ final class RegistrationBatcher: Service, Sendable {
         /// it: the lane with the result, the deadline sweep, or the caller's cancellation handler.
         var callers: [UInt64: Caller] = [:]
         var idleLanes: [CheckedContinuation<Void, Never>] = []
-        var nextID: UInt64 = 0
         var closed = false
     }
 
@@ -54,6 +53,7 @@ final class RegistrationBatcher: Service, Sendable {
     private let batchSizes: (@Sendable (Int) -> Void)?
     private let logger: Logger
     private let state = Mutex(State())
+    private let lastID = Atomic<UInt64>(0)
 
     /// - Parameters:
     ///   - lanes: statements at once; more than the pool's connections would only queue there.
@@ -86,10 +86,7 @@ final class RegistrationBatcher: Service, Sendable {
     /// `CancellationError`); if its batch already runs, the registration may still be committed
     /// (registering is idempotent, the client retries).
     func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
-        let id = state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
+        let id = lastID.add(1, ordering: .relaxed).newValue
         let queued = Queued(id: id, registration: .init(registration, userID: userID, appID: appID), logger: logger)
         let expires = ContinuousClock.now + deadline
         return try await withTaskCancellationHandler {
