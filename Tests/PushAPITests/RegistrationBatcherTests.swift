@@ -18,7 +18,7 @@ struct RegistrationBatcherTests {
                     group.addTask { try await lane.register("tok-\(user)", user: user) }
                 }
                 try await lane.waitUntilQueued(3)
-                try await lane.release()
+                lane.release()
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(answers.count == 3)
@@ -45,7 +45,7 @@ struct RegistrationBatcherTests {
                     }
                 }
                 try await lane.waitUntilQueued(3)
-                try await lane.release()
+                lane.release()
                 return try await group.reduce(into: [String: String?]()) { $0[$1.0] = $1.1 }
             }
             #expect(outcomes["tok-good-1"] == .some(nil) && outcomes["tok-good-2"] == .some(nil))
@@ -67,7 +67,7 @@ struct RegistrationBatcherTests {
                 cancelled.cancel()
                 await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
                 #expect(lane.batcher.waiting == 1)
-                try await lane.release()
+                lane.release()
                 try await group.waitForAll()
             }
             #expect(try await lane.tokens() == ["tok-blocker", "tok-kept"])
@@ -90,7 +90,7 @@ struct RegistrationBatcherTests {
                 }
                 #expect(ContinuousClock.now - started < .seconds(2))
                 #expect(lane.batcher.waiting == 0)
-                try await lane.release()
+                lane.release()
                 // The blocked batch still commits once the lock is free; the queued one never ran.
                 try await lane.waitUntil { try await lane.tokens() == ["tok-blocker"] }
                 #expect(lane.batchSizes() == [1])
@@ -112,7 +112,7 @@ struct RegistrationBatcherTests {
                 await services.triggerGracefulShutdown()
                 try await lane.waitUntil { !lane.batcher.isAccepting }
                 await #expect(throws: APIError.shuttingDown) { _ = try await lane.register("tok-late", user: 3) }
-                try await lane.release()
+                lane.release()
                 try await group.waitForAll()
             }
             #expect(try await lane.tokens() == ["tok-blocker", "tok-queued"])
@@ -134,7 +134,7 @@ private struct BlockedLane: Sendable {
                                    userID: user, appID: app ?? self.app, logger: apiLogger)
     }
 
-    func release() async throws {
+    func release() {
         unlock.yield()
         unlock.finish()
     }
