@@ -20,12 +20,15 @@
 #   API_POOL_MAX=8      push-api's database connections (DATABASE_URL's ?pool_max=; see README.md)
 #
 # Outputs in bench/out/: registration-wrk.txt, registration-warmup.txt, registration-pgbench.txt,
-# registration-pgbench-batch.txt, registration-metrics.txt, push-api.log, registration-summary.txt.
+# registration-pgbench-batch.txt, registration-metrics.txt, push-api.log, registration-summary.txt,
+# registration-walstall-{wrk,pgbench,pgbench-batch}.txt (bench/lib/walstall.sh).
 # Exit status: 0 when every target passes, 1 otherwise (or on any error).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."   # repo root: paths below are relative to it
 BENCH=bench/registration
+source bench/lib/cpu.sh
+source bench/lib/walstall.sh
 OUT=bench/out
 mkdir -p "$OUT"
 
@@ -58,6 +61,7 @@ API_PID=
 STARTED_PG=0
 cleanup() {
     local rc=$?
+    walstall_stop
     if [[ -n $API_PID ]] && kill -0 "$API_PID" 2>/dev/null; then
         log "stopping push-api (pid $API_PID)"
         kill -TERM "$API_PID" 2>/dev/null || true
@@ -107,7 +111,6 @@ export DATABASE_URL
 log "database: $DATABASE_URL"
 
 sql() { psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
-source bench/lib/cpu.sh
 
 log "migrating"
 "$BIN/pushctl" migrate
@@ -174,7 +177,9 @@ grep -q "^ERROR" "$OUT/registration-warmup.txt" && { cat "$OUT/registration-warm
 
 log "wrk ${DURATION}s, $THREADS threads, $CONNECTIONS connections"
 A_CPU0=$(cpu_secs "$API_PID"); P_CPU0=$(pg_cpu_secs); M0=$(machine_busy)
+walstall_watch "$DATABASE_URL" "$OUT/registration-walstall-wrk.txt"
 run_wrk "$DURATION" "main$RANDOM" | tee "$OUT/registration-wrk.txt"
+walstall_stop
 # Where the machine's CPU went: push-api, PostgreSQL, and the rest (mostly wrk).
 A_CPU=$(delta "$A_CPU0" "$(cpu_secs "$API_PID")"); P_CPU=$(delta "$P_CPU0" "$(pg_cpu_secs)")
 M_CPU=$(busy_secs "$M0" "$(machine_busy)")
@@ -189,10 +194,12 @@ reset_registry
 log "pgbench ${DURATION}s, $PGBENCH_CLIENTS clients (push-api idle)"
 pgbench_rc=0
 PB_P_CPU0=$(pg_cpu_secs); PB_M0=$(machine_busy)
+walstall_watch "$DATABASE_URL" "$OUT/registration-walstall-pgbench.txt"
 # shellcheck disable=SC2086  # PGBENCH_ARGS is deliberately word-split
 pgbench -n -M prepared -c "$PGBENCH_CLIENTS" -j "$PGBENCH_THREADS" -T "$DURATION" $PGBENCH_ARGS \
     -f "$BENCH/pgbench_register.sql" -D "app_id=$APP_ID" "$DATABASE_URL" \
     2>&1 | tee "$OUT/registration-pgbench.txt" || pgbench_rc=$?
+walstall_stop
 PB_P_CPU=$(delta "$PB_P_CPU0" "$(pg_cpu_secs)"); PB_M_CPU=$(busy_secs "$PB_M0" "$(machine_busy)")
 
 # A second baseline: the database's limit for the statement push-api actually sent, batches of
@@ -201,10 +208,12 @@ BATCH=$(awk -v m="$BATCH_MEAN" 'BEGIN { b = int(m + 0.5); print (b < 1 ? 1 : b) 
 reset_registry
 log "pgbench ${DURATION}s, $PGBENCH_CLIENTS clients, batches of $BATCH (push-api idle)"
 pgbench_batch_rc=0
+walstall_watch "$DATABASE_URL" "$OUT/registration-walstall-pgbench-batch.txt"
 # shellcheck disable=SC2086
 pgbench -n -M prepared -c "$PGBENCH_CLIENTS" -j "$PGBENCH_THREADS" -T "$DURATION" $PGBENCH_ARGS \
     -f "$BENCH/pgbench_register_batch.sql" -D "app_id=$APP_ID" -D "batch=$BATCH" "$DATABASE_URL" \
     2>&1 | tee "$OUT/registration-pgbench-batch.txt" || pgbench_batch_rc=$?
+walstall_stop
 
 # ------------------------------------------------------------------ summary
 # One "RESULT key=value ..." line comes from register.lua's done().
@@ -257,6 +266,10 @@ for r in "$R_RPS" "$R_P99" "$R_RATIO" "$R_ERR" "$R_PG" "$R_DUR"; do [[ $r == PAS
     PB_TXNS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$OUT/registration-pgbench.txt")
     echo "CPU per request (µs): push-api $(per_req "$A_CPU" "$REQS"), PostgreSQL $(per_req "$P_CPU" "$REQS"), rest of the machine (mostly wrk) $(per_req "$(delta "$(awk -v a="$A_CPU" -v p="$P_CPU" 'BEGIN { print a + p }')" "$M_CPU")" "$REQS")"
     echo "CPU per pgbench transaction (µs): PostgreSQL $(per_req "$PB_P_CPU" "${PB_TXNS:-0}"), rest of the machine (mostly pgbench) $(per_req "$(delta "$PB_P_CPU" "$PB_M_CPU")" "${PB_TXNS:-0}")"
+    stalls() { walstall_summary "$OUT/registration-walstall-$1.txt" | awk '{ printf "%d (longest %d ms)", $1, $2 }'; }
+    echo "WAL flush stalls of ${WALSTALL_MIN_MS} ms or more (every busy backend waiting on the WAL fsync): wrk $(stalls wrk), pgbench $(stalls pgbench), batched pgbench $(stalls pgbench-batch)"
+    read -r WRK_STALLS _ < <(walstall_summary "$OUT/registration-walstall-wrk.txt")
+    [[ $R_P99 == PASS || $WRK_STALLS == 0 ]] || echo "NOTE: the disk stalled the WAL during the wrk run; wrk's p99 counts the requests a stall held back (see README.md, \"WAL flush stalls\")."
     [[ $R_ERR == PASS ]] || echo "NOTE: the run had HTTP errors; it is NOT a valid result (see $OUT/registration-wrk.txt, $OUT/push-api.log)."
 } | tee "$OUT/registration-summary.txt"
 
