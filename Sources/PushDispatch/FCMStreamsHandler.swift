@@ -177,8 +177,10 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             streams[frame.streamID] = stream
             if headers.endStream { complete(frame.streamID) }
         case .data(let data):
+            // Credit goes back after the frame is taken in: the WINDOW_UPDATE's write can deliver
+            // this stream's StreamClosedEvent (END_STREAM) before the rest of this method runs.
             let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-            returnCredit(length, stream: frame.streamID, endStream: data.endStream, context: context)
+            defer { returnCredit(length, stream: frame.streamID, endStream: data.endStream, context: context) }
             guard var stream = streams[frame.streamID] else { return }
             if case .byteBuffer(var bytes) = data.data {
                 guard stream.body.readableBytes + bytes.readableBytes <= Self.maxResponseBytes else {
