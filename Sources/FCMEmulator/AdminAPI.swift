@@ -50,7 +50,7 @@ struct AdminAPI: Sendable {
                 return GoogleResponses.json(
                     .created,
                     encoding: RegisteredAccount(client_email: account.clientEmail, project_id: account.projectID)
-                )
+                ).response
             } catch {
                 return Self.badRequest(error.description)
             }
@@ -93,16 +93,16 @@ struct AdminAPI: Sendable {
         }
         group.get("stats") { request, _ in
             let includingDevices = request.uri.queryParameters.get("devices") != "false"
-            return GoogleResponses.json(.ok, encoding: core.ledger.stats(includingDevices: includingDevices))
+            return GoogleResponses.json(.ok, encoding: core.ledger.stats(includingDevices: includingDevices)).response
         }
         group.get("messages") { request, _ in
             if let token = request.uri.queryParameters.get("token") {
                 guard let message = core.ledger.lastAcceptedMessage(for: token) else {
-                    return GoogleResponses.json(.notFound, encoding: AdminError(error: "no retained accepted message for that token"))
+                    return GoogleResponses.json(.notFound, encoding: AdminError(error: "no retained accepted message for that token")).response
                 }
-                return GoogleResponses.json(.ok, encoding: message)
+                return GoogleResponses.json(.ok, encoding: message).response
             }
-            return GoogleResponses.json(.ok, encoding: core.ledger.recentAcceptedMessages())
+            return GoogleResponses.json(.ok, encoding: core.ledger.recentAcceptedMessages()).response
         }
         group.post("reset") { _, _ in
             core.reset()
@@ -111,6 +111,6 @@ struct AdminAPI: Sendable {
     }
 
     private static func badRequest(_ reason: String) -> Response {
-        GoogleResponses.json(.badRequest, encoding: AdminError(error: reason))
+        GoogleResponses.json(.badRequest, encoding: AdminError(error: reason)).response
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import HummingbirdHTTP2
+import HummingbirdCore
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -73,7 +73,8 @@ public struct FCMEmulator: Service {
         defer { caFile?.removeIfTemporary() }
 
         let scheme = configuration.tls ? "https" : "http"
-        let router = EmulatorRoutes.router(core: core, scheme: scheme, logger: logger)
+        let send = SendEndpoint(registry: core.registry, ledger: core.ledger, messageIDs: core.messageIDs, logger: logger)
+        let router = EmulatorRoutes.router(core: core, send: send, scheme: scheme, logger: logger).buildResponder()
         let advertisedHost = Self.advertisedHost(for: configuration.host)
         let applicationConfiguration = ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port))
         let onServerRunning: @Sendable (any Channel) async -> Void = { [core, configuration, logger, onRunning] channel in
@@ -90,16 +91,19 @@ public struct FCMEmulator: Service {
         }
         let app =
             if let certificates {
-                try Application(
-                    router: router,
-                    server: .http2Upgrade(tlsConfiguration: certificates.serverTLSConfiguration),
+                Application(
+                    responder: router,
+                    server: HTTPServerBuilder { responder in
+                        try EmulatorServerChannel(tlsConfiguration: certificates.serverTLSConfiguration, send: send, router: router,
+                                                  responder: responder)
+                    },
                     configuration: applicationConfiguration,
                     onServerRunning: onServerRunning,
                     logger: logger
                 )
             } else {
                 Application(
-                    router: router,
+                    responder: router,
                     server: .http1(),
                     configuration: applicationConfiguration,
                     onServerRunning: onServerRunning,
@@ -194,15 +198,14 @@ final class EmulatorCore: Sendable {
 
 /// Wires the endpoints to their paths.
 enum EmulatorRoutes {
-    static func router(core: EmulatorCore, scheme: String, logger: Logger) -> Router<BasicRequestContext> {
+    static func router(core: EmulatorCore, send: SendEndpoint, scheme: String, logger: Logger) -> Router<BasicRequestContext> {
         let router = Router()
         let tokenEndpoint = TokenEndpoint(registry: core.registry, ledger: core.ledger, faults: core.tokenFaults, scheme: scheme)
         router.post(RouterPath(TokenEndpoint.path)) { request, _ in
             await tokenEndpoint.respond(to: request)
         }
-        let sendEndpoint = SendEndpoint(registry: core.registry, ledger: core.ledger, messageIDs: core.messageIDs, logger: logger)
         router.post(RouterPath(SendEndpoint.path)) { request, context in
-            await sendEndpoint.respond(to: request, projectID: context.parameters.get("project") ?? "")
+            await send.respond(to: request, projectID: context.parameters.get("project") ?? "")
         }
         AdminAPI(core: core).register(on: router)
         return router

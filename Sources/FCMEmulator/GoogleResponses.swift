@@ -2,6 +2,18 @@ import Foundation
 import Hummingbird
 import NIOFoundationCompat
 
+/// An answer with its whole body at hand: what the emulator's HTTP/2 connections write as frames
+/// directly, and what its HTTP/1.1 routes return as a Hummingbird `Response`.
+struct GoogleResponse: Sendable {
+    var status: HTTPResponse.Status
+    var headers: HTTPFields
+    var body: ByteBuffer
+
+    var response: Response {
+        Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+}
+
 /// The JSON bodies Google's front ends answer with: `google.rpc.Status` for FCM, the OAuth error object for
 /// the token endpoint.
 enum GoogleResponses {
@@ -59,7 +71,7 @@ enum GoogleResponses {
         message: String,
         details: [Detail] = [],
         retryAfterSeconds: Int? = nil
-    ) -> Response {
+    ) -> GoogleResponse {
         let envelope = StatusEnvelope(
             error: .init(code: httpStatus.code, message: message, status: status, details: details.isEmpty ? nil : details)
         )
@@ -71,19 +83,15 @@ enum GoogleResponses {
     }
 
     /// An OAuth 2 token endpoint error (`{"error": …, "error_description": …}`).
-    static func oauthError(_ httpStatus: HTTPResponse.Status = .badRequest, error: String, description: String) -> Response {
+    static func oauthError(_ httpStatus: HTTPResponse.Status = .badRequest, error: String, description: String) -> GoogleResponse {
         json(httpStatus, encoded(OAuthError(error: error, error_description: description)))
     }
 
-    static func json(_ status: HTTPResponse.Status, _ body: ByteBuffer) -> Response {
-        Response(
-            status: status,
-            headers: [.contentType: "application/json; charset=UTF-8"],
-            body: .init(byteBuffer: body)
-        )
+    static func json(_ status: HTTPResponse.Status, _ body: ByteBuffer) -> GoogleResponse {
+        GoogleResponse(status: status, headers: [.contentType: "application/json; charset=UTF-8"], body: body)
     }
 
-    static func json(_ status: HTTPResponse.Status, encoding value: some Encodable) -> Response {
+    static func json(_ status: HTTPResponse.Status, encoding value: some Encodable) -> GoogleResponse {
         json(status, encoded(value))
     }
 

@@ -79,10 +79,14 @@ struct LoopbackCertificates {
 
     /// TLS 1.2+ server configuration; ALPN (h2, http/1.1) is added by Hummingbird's HTTP/2 upgrade channel.
     var serverTLSConfiguration: TLSConfiguration {
-        TLSConfiguration.makeServerConfiguration(
+        var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(serverCertificate)],
             privateKey: .privateKey(serverPrivateKey)
         )
+        // A connection closed at shutdown waits this long for the client's close_notify (5 s by
+        // default): clients that keep a connection open need not answer it, and a test's emulator stops fast.
+        configuration.shutdownTimeout = .milliseconds(500)
+        return configuration
     }
 
     private static func subjectAlternativeNames(extraHost: String) -> [GeneralName] {

@@ -14,49 +14,85 @@ struct SendEndpoint: Sendable {
     let messageIDs: MessageIDGenerator
     let logger: Logger
 
+    /// A send admitted for delivery, answered once its scripted delay (if any) has passed.
+    struct Admitted: Sendable {
+        let delay: Duration?
+        fileprivate let deviceToken: String?
+        fileprivate let validateOnly: Bool
+        fileprivate let projectID: String
+        fileprivate let body: ByteBuffer
+    }
+
+    enum Decision: Sendable {
+        case answer(GoogleResponse)
+        case deliver(Admitted)
+    }
+
+    /// Served over HTTP/1.1 (HTTP/2 connections use `decide` and `deliver` on their frames).
     func respond(to request: Request, projectID: String) async -> Response {
-        switch registry.authorize(authorizationHeader: request.headers[.authorization], projectID: projectID) {
+        let body = try? await request.body.collect(upTo: Self.maximumBodySize)
+        switch decide(authorization: request.headers[.authorization], projectID: projectID, body: body) {
+        case .answer(let answer):
+            return answer.response
+        case .deliver(let admitted):
+            if let delay = admitted.delay { try? await Task.sleep(for: delay) }
+            return deliver(admitted).response
+        }
+    }
+
+    /// Everything but the scripted delay, without waiting: the credentials, the message and the
+    /// token's scripted outcome. `body` is nil when it was larger than `maximumBodySize`.
+    func decide(authorization: String?, projectID: String, body: ByteBuffer?) -> Decision {
+        switch registry.authorize(authorizationHeader: authorization, projectID: projectID) {
         case .allowed: break
         case .unauthenticated:
             ledger.recordRejected(deviceToken: nil)
-            return Self.unauthenticated
+            return .answer(Self.unauthenticated)
         case .forbidden:
             ledger.recordRejected(deviceToken: nil)
-            return Self.permissionDenied(projectID: projectID)
+            return .answer(Self.permissionDenied(projectID: projectID))
         }
-        guard let body = try? await request.body.collect(upTo: Self.maximumBodySize) else {
+        guard let body else {
             ledger.recordRejected(deviceToken: nil)
-            return Self.invalidArgument(PayloadViolation("Message is too big", field: "message"))
+            return .answer(Self.invalidArgument(PayloadViolation("Message is too big", field: "message")))
         }
         let sendRequest: SendRequest
         do throws(PayloadViolation) {
             sendRequest = try MessageValidator.validate(body)
         } catch {
             ledger.recordRejected(deviceToken: nil)
-            return Self.invalidArgument(error)
+            return .answer(Self.invalidArgument(error))
         }
         let deviceToken = sendRequest.target.deviceToken
+        var delay: Duration?
         if let deviceToken {
             switch ledger.admit(deviceToken: deviceToken, validateOnly: sendRequest.validateOnly) {
             case .fail(let failure):
                 logger.debug("Scripted failure", metadata: ["token": "\(deviceToken.prefix(20))", "failure": "\(failure)"])
-                return Self.response(for: failure)
-            case .deliver(let delay):
-                if let delay { try? await Task.sleep(for: delay) }
+                return .answer(Self.response(for: failure))
+            case .deliver(let scripted):
+                delay = scripted
             }
         }
-        if sendRequest.validateOnly {
-            ledger.recordValidateOnly(deviceToken: deviceToken)
-            return Self.messageName("projects/\(projectID)/messages/fake_message_id")
+        return .deliver(Admitted(delay: delay, deviceToken: deviceToken, validateOnly: sendRequest.validateOnly,
+                                 projectID: projectID, body: body))
+    }
+
+    /// Accepts an admitted send: records it and answers with its message name.
+    func deliver(_ admitted: Admitted) -> GoogleResponse {
+        if admitted.validateOnly {
+            ledger.recordValidateOnly(deviceToken: admitted.deviceToken)
+            return Self.messageName("projects/\(admitted.projectID)/messages/fake_message_id")
         }
-        let name = "projects/\(projectID)/messages/\(messageIDs.next())"
+        let name = "projects/\(admitted.projectID)/messages/\(messageIDs.next())"
         ledger.recordAccepted(
-            AcceptedMessage(deviceToken: deviceToken, projectID: projectID, name: name, requestBody: String(buffer: body))
+            AcceptedMessage(deviceToken: admitted.deviceToken, projectID: admitted.projectID, name: name,
+                            requestBody: String(buffer: admitted.body))
         )
         return Self.messageName(name)
     }
 
-    private static func messageName(_ name: String) -> Response {
+    private static func messageName(_ name: String) -> GoogleResponse {
         // Project IDs and message IDs hold no characters JSON needs escaped.
         GoogleResponses.json(.ok, ByteBuffer(string: #"{"name":""# + name + #""}"#))
     }
@@ -68,7 +104,7 @@ struct SendEndpoint: Sendable {
             "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
     )
 
-    static func permissionDenied(projectID: String) -> Response {
+    static func permissionDenied(projectID: String) -> GoogleResponse {
         GoogleResponses.rpcStatus(
             .forbidden,
             status: "PERMISSION_DENIED",
@@ -77,7 +113,7 @@ struct SendEndpoint: Sendable {
         )
     }
 
-    static func invalidArgument(_ violation: PayloadViolation) -> Response {
+    static func invalidArgument(_ violation: PayloadViolation) -> GoogleResponse {
         GoogleResponses.rpcStatus(
             .badRequest,
             status: "INVALID_ARGUMENT",
@@ -108,7 +144,7 @@ struct SendEndpoint: Sendable {
         details: [.fcmError(errorCode: "INTERNAL")]
     )
 
-    static func response(for failure: ScriptedFailure) -> Response {
+    static func response(for failure: ScriptedFailure) -> GoogleResponse {
         switch failure {
         case .unregistered: unregistered
         case .invalidToken: invalidToken

@@ -20,12 +20,12 @@ struct TokenEndpoint: Sendable {
     }
 
     func respond(to request: Request) async -> Response {
-        let response = await answer(request)
-        ledger.recordTokenExchange(succeeded: response.status == .ok)
-        return response
+        let answer = await answer(request)
+        ledger.recordTokenExchange(succeeded: answer.status == .ok)
+        return answer.response
     }
 
-    private func answer(_ request: Request) async -> Response {
+    private func answer(_ request: Request) async -> GoogleResponse {
         if let failure = faults.takeFailure() {
             return GoogleResponses.oauthError(failure, error: "internal_failure", description: "Scripted token endpoint failure.")
         }

@@ -99,3 +99,100 @@ struct TransportAndAdminTests {
         }
     }
 }
+
+/// HTTP/2 is served on the connection's frames (`EmulatorServerChannel`): its edges.
+@Suite("HTTP/2 connections")
+struct HTTP2ConnectionTests {
+    @Test("a body over the 1 MiB limit is refused as too big, and the connection keeps serving")
+    func bodyOverTheLimit() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            // More than the stream's initial window (1 MiB + 32 KiB): the client can only finish
+            // sending if the server keeps giving credit for what it discards.
+            let huge = EmulatorSession.message(token: "huge", data: #"{"blob":"\#(String(repeating: "x", count: 1_200_000))"}"#)
+            let refused = try await session.send(accessToken: accessToken, body: huge)
+            #expect(refused.version == .http2)
+            #expect(refused.status == 400)
+            #expect(refused.errorMessage?.hasPrefix("Message is too big") == true)
+            let accepted = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "after-huge"))
+            #expect(accepted.status == 200)
+            #expect(session.emulator.stats(for: "after-huge").accepted == 1)
+            #expect(session.emulator.stats.accepted == 1)
+        }
+    }
+
+    @Test("routed answers (token endpoint, admin API) are valid HTTP/2 answers with one content-length")
+    func routedAnswers() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            _ = try await session.accessToken(for: fixture)
+            let stats = try await session.request(.GET, "/emulator/stats")
+            #expect(stats.version == .http2)
+            #expect(stats.status == 200)
+            #expect(stats.headers["content-length"] == [String(stats.body.utf8.count)])
+            #expect(stats.json["token_exchanges"] as? Int == 1)
+            let missing = try await session.request(.GET, "/emulator/no-such-route")
+            #expect(missing.status == 404)
+            #expect(missing.headers["content-length"].count <= 1)
+        }
+    }
+
+    @Test("a graceful shutdown answers the sends in flight before it closes the connection")
+    func gracefulShutdownAnswersInFlightSends() async throws {
+        let fixture = try Fixtures.primary()
+        let clients = ClientsToShutDown()
+        var started = ContinuousClock.now
+        let outcome: Result<HTTPResult, any Error> = await withTaskGroup(of: Result<HTTPResult, any Error>?.self) { group in
+            do {
+                try await FCMEmulator.withRunning { emulator in
+                    var configuration = HTTPClient.Configuration()
+                    var tls = TLSConfiguration.makeClientConfiguration()
+                    tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(try #require(emulator.caFilePath)))
+                    configuration.tlsConfiguration = tls
+                    configuration.httpVersion = .automatic
+                    let session = EmulatorSession(emulator: emulator, client: clients.add(HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)))
+                    let accessToken = try await session.accessToken(for: fixture)
+                    emulator.script(token: "in-flight", .slow(.seconds(1)))
+                    started = ContinuousClock.now
+                    group.addTask {
+                        do {
+                            return .success(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "in-flight")))
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                    // The send arrives within milliseconds and waits out its delay while the shutdown begins.
+                    try await Task.sleep(for: .milliseconds(300))
+                    #expect(emulator.stats(for: "in-flight") == DeviceStats(), "still in flight when the shutdown begins")
+                }
+            } catch {
+                group.cancelAll()
+                return .failure(error)
+            }
+            return await group.next().flatMap { $0 } ?? .failure(CancellationError())
+        }
+        let elapsed = ContinuousClock.now - started
+        await clients.shutDown()
+        let result = try outcome.get()
+        #expect(result.status == 200)
+        #expect(result.version == .http2)
+        // Answered after its delay, and well before the 5 s the shutdown waits for a connection left open.
+        #expect(elapsed >= .seconds(1))
+        #expect(elapsed < .seconds(4))
+    }
+}
+
+/// HTTP clients a test made, shut down at its end whatever happened.
+private final class ClientsToShutDown: @unchecked Sendable {
+    private var clients: [HTTPClient] = []
+
+    func add(_ client: HTTPClient) -> HTTPClient {
+        clients.append(client)
+        return client
+    }
+
+    func shutDown() async {
+        for client in clients { try? await client.shutdown() }
+    }
+}
