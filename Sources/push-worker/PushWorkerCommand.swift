@@ -17,7 +17,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
         discussion: """
             Configuration comes from the environment: DATABASE_URL (required), FCM_BASE_URL (default \
             https://fcm.googleapis.com), GOOGLE_TOKEN_URL (default https://oauth2.googleapis.com/token), \
-            PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 256), \
+            PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
             METRICS_PORT (serves /metrics, /healthz, /readyz when set), LOG_LEVEL (default info). \
             SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, exit.

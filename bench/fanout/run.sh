@@ -12,7 +12,7 @@
 # Knobs (environment):
 #   N=100000            active devices, i.e. deliveries of the campaign
 #   HISTORY=$N          sent deliveries of an earlier campaign seeded first (0: a fresh table)
-#   CONCURRENCY=256     WORKER_CONCURRENCY (FCM requests in flight in the worker)
+#   CONCURRENCY=1024    WORKER_CONCURRENCY (FCM requests in flight in the worker; its default)
 #   N_H2=100000         h2load requests per run (one run with -c1, one with -c2; best counts)
 #   H2_STREAMS=100      h2load -m (concurrent streams per connection)
 #   SDK_MESSAGES=5000   messages sent by the Admin SDK baseline (send_each, batches of 500)
@@ -37,7 +37,7 @@ mkdir -p "$OUT"
 
 N=${N:-100000}
 HISTORY=${HISTORY:-$N}
-CONCURRENCY=${CONCURRENCY:-256}
+CONCURRENCY=${CONCURRENCY:-1024}
 N_H2=${N_H2:-100000}
 H2_STREAMS=${H2_STREAMS:-100}
 SDK_MESSAGES=${SDK_MESSAGES:-5000}
