@@ -197,7 +197,9 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         switch frame.payload {
         case .headers(let headers):
             if streams[id] == nil && arrived[id] == nil {
-                // Trailers would find their stream; a new stream starts here.
+                // A new stream (trailers find theirs). After GOAWAY NIOHTTP2Handler refuses those
+                // above its last stream id, and the id the final GOAWAY repeats must not grow.
+                guard !goingAway else { return }
                 streams[id] = Self.stream(from: headers.headers)
                 lastStreamID = max(lastStreamID, id)
             }
