@@ -156,8 +156,6 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     ]
     private static let windowUpdateThreshold = 32 * 1024
     private static let droppedResponseFields: Set<HTTPField.Name> = [.contentLength, .connection, .transferEncoding, .upgrade]
-    private static let sendPathPrefix = "/v1/projects/"
-    private static let sendPathSuffix = ":send"
 
     private struct Stream {
         var method: String?
@@ -282,17 +280,10 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         return stream
     }
 
-    /// `{project}` of `/v1/projects/{project}/messages:send`.
-    private static func sendProject(_ path: String) -> Substring? {
-        guard path.hasPrefix(sendPathPrefix), path.hasSuffix("/messages" + sendPathSuffix) else { return nil }
-        let project = path.dropFirst(sendPathPrefix.count).dropLast("/messages".count + sendPathSuffix.count)
-        return project.isEmpty || project.contains("/") ? nil : project
-    }
-
     private func requestEnded(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
         guard let stream = streams.removeValue(forKey: id) else { return }
         arrived[id] = false
-        if stream.method == "POST", let project = stream.path.flatMap(Self.sendProject) {
+        if stream.method == "POST", let project = stream.path.flatMap(SendEndpoint.projectID(inPath:)) {
             switch send.decide(authorization: stream.fields[.authorization], projectID: String(project),
                                body: stream.tooLarge ? nil : stream.body) {
             case .answer(let answer):

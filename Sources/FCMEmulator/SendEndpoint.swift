@@ -5,7 +5,17 @@ import Synchronization
 
 /// `POST /v1/projects/{project}/messages:send`: FCM HTTP v1 `projects.messages.send` (fcm-protocol.md §2).
 struct SendEndpoint: Sendable {
-    static let path = "/v1/projects/:project/messages:send"
+    private static let pathPrefix = "/v1/projects/"
+    private static let pathSuffix = "/messages:send"
+    /// The route, for the router.
+    static let path = pathPrefix + ":project" + pathSuffix
+
+    /// `{project}` of a request path `/v1/projects/{project}/messages:send`; nil for any other path.
+    static func projectID(inPath path: String) -> Substring? {
+        guard path.hasPrefix(pathPrefix), path.hasSuffix(pathSuffix) else { return nil }
+        let project = path.dropFirst(pathPrefix.count).dropLast(pathSuffix.count)
+        return project.isEmpty || project.contains("/") ? nil : project
+    }
     /// Bodies larger than this are not read at all; the 4096-byte message limit is checked after parsing.
     static let maximumBodySize = 1 << 20
 
