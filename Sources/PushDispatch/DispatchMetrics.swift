@@ -5,7 +5,12 @@ import Synchronization
 /// queue depth and the age of the oldest due job.
 public final class DispatchMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
-    private let sends = Mutex<[String: Counter]>([:])
+    private struct SendsKey: Hashable {
+        let app: String
+        let outcome: String
+    }
+
+    private let sends = Mutex<[SendsKey: Counter]>([:])
     let fcmLatency: DurationHistogram
     let oauthRefreshes: Counter
     let queueDepth: Gauge
@@ -26,7 +31,7 @@ public final class DispatchMetrics: Sendable {
     }
 
     func countSend(app: String, outcome: String) {
-        let key = app + "\u{0}" + outcome
+        let key = SendsKey(app: app, outcome: outcome)
         let counter = sends.withLock { counters in
             if let counter = counters[key] { return counter }
             let counter = registry.makeCounter(

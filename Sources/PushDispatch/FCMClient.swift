@@ -30,7 +30,7 @@ public struct FCMClient: Sendable {
         return results.map { result in
             switch result {
             case .success(let response):
-                Answer(outcome: SendOutcome.classify(status: response.status, body: Data(buffer: response.body), retryAfter: response.retryAfter),
+                Answer(outcome: SendOutcome.classify(status: response.status, body: response.body, retryAfter: response.retryAfter),
                        elapsed: response.elapsed)
             case .failure(let error):
                 // Connection reset, timeout, TLS failure: transient by the protocol's rules.

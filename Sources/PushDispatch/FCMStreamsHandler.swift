@@ -188,7 +188,8 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                     needsFlush = true
                     return
                 }
-                stream.body.writeBuffer(&bytes)
+                // FCM's answers come in one frame: kept as received, not copied.
+                if stream.body.readableBytes == 0 { stream.body = bytes } else { stream.body.writeBuffer(&bytes) }
             }
             streams[frame.streamID] = stream
             if data.endStream { complete(frame.streamID) }

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOFoundationCompat
 
 /// What one FCM answer means for the delivery, the device and the job (fcm-protocol.md §2).
 public enum SendOutcome: Sendable, Equatable {
@@ -22,12 +24,14 @@ public enum SendOutcome: Sendable, Equatable {
     case transient(errorCode: String, message: String, retryAfter: Duration?, quota: Bool)
 
     /// Classifies an FCM answer: the `details` entry of type FcmError decides, then the status.
-    static func classify(status: Int, body: Data, retryAfter: String?) -> SendOutcome {
+    static func classify(status: Int, body: ByteBuffer, retryAfter: String?) -> SendOutcome {
         if status == 200 {
-            let name = ((try? JSONSerialization.jsonObject(with: body)) as? [String: Any])?["name"] as? String ?? ""
-            return .sent(messageID: name.split(separator: "/").last.map(String.init) ?? name)
+            let name = plainMessageName(body)
+                ?? ((try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any])?["name"] as? String ?? ""
+            // `projects/<project>/messages/<id>`: the id is what the delivery log keeps.
+            return .sent(messageID: name.lastIndex(of: "/").map { String(name[name.index(after: $0)...]) } ?? name)
         }
-        let error = GoogleRPCError(body)
+        let error = GoogleRPCError(Data(buffer: body))
         let message = error.message ?? "HTTP \(status)"
         let retry = retryAfter.flatMap(Self.parseRetryAfter)
         switch error.fcmErrorCode {
@@ -58,6 +62,41 @@ public enum SendOutcome: Sendable, Equatable {
         case 429: return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
         case 408, 500...599: return .transient(errorCode: error.status ?? "HTTP_\(status)", message: message, retryAfter: retry, quota: false)
         default: return .failed(errorCode: error.status ?? "HTTP_\(status)", message: message)
+        }
+    }
+
+    /// The `name` of a success answer shaped exactly `{"name": "<no quote or backslash>"}` (any
+    /// JSON whitespace around the tokens), as FCM answers; nil for anything else, which the full
+    /// JSON parser then reads. Every successful send passes here: the parser cost 8% of the
+    /// worker's CPU.
+    static func plainMessageName(_ body: ByteBuffer) -> String? {
+        body.withUnsafeReadableBytes { bytes -> String? in
+            var index = bytes.startIndex
+            func skipWhitespace() {
+                while index < bytes.endIndex, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
+                    index += 1
+                }
+            }
+            func expect(_ literal: StaticString) -> Bool {
+                skipWhitespace()
+                let count = literal.utf8CodeUnitCount
+                guard bytes.endIndex - index >= count,
+                      memcmp(bytes.baseAddress! + index, literal.utf8Start, count) == 0 else { return false }
+                index += count
+                return true
+            }
+            guard expect("{"), expect(#""name""#), expect(":"), expect(#"""#) else { return nil }
+            let start = index
+            while index < bytes.endIndex, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
+                index += 1
+            }
+            guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            let end = index
+            index += 1
+            guard expect("}") else { return nil }
+            skipWhitespace()
+            guard index == bytes.endIndex else { return nil }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
         }
     }
 
