@@ -4,7 +4,7 @@ import NIOCore
 /// NIOHTTP2Handler writes a request as three buffers (HEADERS, the DATA frame's header, its
 /// payload) and NIOSSLHandler seals each write as a TLS record of its own: three records per
 /// request to encrypt here and decrypt at FCM, where one record per 16 KiB does.
-final class WriteCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
+final class WriteCoalescer: ChannelOutboundHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
 
