@@ -77,7 +77,7 @@ struct LoopbackCertificates {
         }
     }
 
-    /// TLS 1.2+ server configuration; ALPN (h2, http/1.1) is added by Hummingbird's HTTP/2 upgrade channel.
+    /// TLS 1.2+ server configuration; ALPN (h2, http/1.1) is added by `EmulatorServerChannel`.
     var serverTLSConfiguration: TLSConfiguration {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: [.certificate(serverCertificate)],

@@ -325,7 +325,6 @@ fanout_round() {  # fanout_round ROUND: one campaign to the N devices; sets the 
         # the CPU from the run. The figures come from the database's clocks, not from this loop.
         sleep 1
     done
-    T_WAIT=$(elapsed "$t0")
     W_CPU=$(delta "$w0" "$(cpu_secs "$WORKER_PID")")
     E_CPU=$(delta "$e0" "$(cpu_secs "$EMULATOR_PID")")
     P_CPU=$(delta "$p0" "$(pg_cpu_secs)")
