@@ -120,6 +120,7 @@ struct AudienceExpansionTests {
             // The crashed worker comes back and writes what it had sent, and "finishes" its chunks.
             try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 2)
+            // Devices 10..<20 have their rows now: this write conflicts, and is written again keeping them.
             try await next.record(DeliveryQueue.Result.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
             #expect(try await count(client, "SELECT count(DISTINCT device_id)::int FROM push_deliveries WHERE job_id = \(job)") == 100)

@@ -50,7 +50,7 @@ struct QueuePlanTests {
         let plan = try await Self.withStaleStatistics { client, queue in
             let claimed = try await queue.claim(limit: 2000, excludingApps: [])
             #expect(claimed.count == 2000)
-            return try await Self.explain(queue.recordStatement(DeliveryQueue.Result.sent(claimed)[...], finishedChunks: []), client)
+            return try await Self.explain(queue.recordStatement(DeliveryQueue.Result.sent(claimed)[...], finishedChunks: [], keepingExistingRows: false), client)
         }
         #expect(plan.contains("Index Scan using push_deliveries_pkey on push_deliveries d"), "\(plan)")
         #expect(!plan.contains("Seq Scan on push_deliveries"), "\(plan)")
