@@ -348,13 +348,7 @@ struct DeliveryQueue: Sendable {
 
     /// Keeps this worker's leases alive while their sends are in flight.
     func heartbeat(_ leases: [Lease]) async throws {
-        var rows: [Int64] = [], chunks: [Int64] = []
-        for lease in leases {
-            switch lease {
-            case .row(let id): rows.append(id)
-            case .chunk(let id): chunks.append(id)
-            }
-        }
+        let (rows, chunks) = Self.split(leases)
         if !rows.isEmpty {
             try await client.query(
                 """
@@ -369,6 +363,35 @@ struct DeliveryQueue: Sendable {
                  WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)
                 """, logger: logger)
         }
+    }
+
+    /// Gives up leases held for deliveries this worker will not send (held back at a shutdown):
+    /// due at once for the next worker instead of after the lease. A released chunk is taken
+    /// over for its devices without a row, so its sent devices' results must be written first.
+    func release(_ leases: [Lease]) async throws {
+        let (rows, chunks) = Self.split(leases)
+        if !rows.isEmpty {
+            try await client.query(
+                """
+                UPDATE push_deliveries SET lease_owner = NULL, next_attempt_at = now()
+                 WHERE id = ANY(\(rows)) AND lease_owner = \(worker) AND status = 'pending'
+                """, logger: logger)
+        }
+        if !chunks.isEmpty {
+            try await client.query(
+                "UPDATE push_job_chunks SET lease_until = now() WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)", logger: logger)
+        }
+    }
+
+    private static func split(_ leases: [Lease]) -> (rows: [Int64], chunks: [Int64]) {
+        var rows: [Int64] = [], chunks: [Int64] = []
+        for lease in leases {
+            switch lease {
+            case .row(let id): rows.append(id)
+            case .chunk(let id): chunks.append(id)
+            }
+        }
+        return (rows, chunks)
     }
 
     /// Marks jobs completed once their audience is expanded and nothing is pending or in flight.

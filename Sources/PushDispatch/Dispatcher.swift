@@ -40,9 +40,10 @@ public struct Dispatcher: Service {
                 companions.addTask { await measureQueue() }
                 await withTaskGroup(of: Void.self) { pipeline in
                     pipeline.addTask { await writeResults() }
-                    await dispatchLoop()
+                    let heldBack = await dispatchLoop()
                     outbox.close()
                     await pipeline.waitForAll()
+                    await release(heldBack)
                 }
                 companions.cancelAll()
             }
@@ -94,11 +95,12 @@ public struct Dispatcher: Service {
     private var stopping: Bool { Task.isShuttingDownGracefully || Task.isCancelled }
 
     /// Claims deliveries as capacity frees up and sends them; settles each answer in memory.
-    /// It never waits for a write: the writer does those concurrently.
-    private func dispatchLoop() async {
+    /// It never waits for a write: the writer does those concurrently. Returns, once stopping
+    /// and nothing is in flight, the leases of deliveries held back and never sent.
+    private func dispatchLoop() async -> [DeliveryQueue.Lease] {
         var state = LoopState(policy: DeliveryPolicy(maxAttempts: configuration.maxAttempts))
         var running = 0
-        await withTaskGroup(of: [Attempt].self) { group in
+        return await withTaskGroup(of: [Attempt].self) { group in
             while true {
                 if stopping && running == 0 { break }
                 var claimedAny = false
@@ -137,6 +139,19 @@ public struct Dispatcher: Service {
                     await wake.wait(upTo: configuration.pollInterval)
                 }
             }
+            return Array(Set(state.heldBack.map(\.lease)))
+        }
+    }
+
+    /// Held-back deliveries go to the next worker at once rather than when their lease runs
+    /// out; if the database is gone, the lease still hands them over.
+    private func release(_ leases: [DeliveryQueue.Lease]) async {
+        guard !leases.isEmpty else { return }
+        do {
+            try await queue.release(leases)
+        } catch {
+            logger.warning("held-back deliveries wait for their lease to run out",
+                           metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
         }
     }
 

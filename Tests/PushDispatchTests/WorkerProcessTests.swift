@@ -100,6 +100,59 @@ struct WorkerProcessTests {
         }
     }
 
+    /// A worker with less room than a chunk holds back what does not fit of a chunk it takes
+    /// over. Stopped, it sends what is in flight and hands the held-back devices to the next
+    /// worker at once, not after its (here minute-long) lease.
+    @Test func sigtermReleasesTheHeldBackDevicesOfATakenOverChunk() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(tokenPrefix: "held-dev-", .slow(.seconds(1)))
+            let tokens = try await seed(fixture, count: 64, prefix: "held-dev-")
+            let job = try await fixture.campaign()
+            func chunkOwners() async throws -> [String] {
+                try await fixture.sql { client in
+                    var owners: [String] = []
+                    for try await owner in try await client.query("SELECT lease_owner FROM push_job_chunks").decode(String.self) { owners.append(owner) }
+                    return owners
+                }
+            }
+            // The first worker takes the whole audience as one chunk and dies before any answer.
+            let crashed = try worker.start(environment: environment(fixture, concurrency: 64, lease: 5))
+            var owners: [String] = []
+            let deadline = ContinuousClock.now + .seconds(20)
+            while owners.isEmpty, ContinuousClock.now < deadline {
+                owners = try await chunkOwners()
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            crashed.signal(SIGKILL)
+            #expect(await crashed.exitStatus(within: .seconds(5)) != nil)
+            let sentBeforeCrash = try await sentCount(fixture, job)
+            #expect(owners.count == 1 && sentBeforeCrash == 0)
+
+            // Room for 16 of the chunk's 64: 16 in flight, 48 held back when SIGTERM comes.
+            let small = try worker.start(environment: environment(fixture, concurrency: 16, lease: 60))
+            while try await chunkOwners() == owners, ContinuousClock.now < deadline + .seconds(10) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            small.signal(SIGTERM)
+            #expect(await small.exitStatus(within: .seconds(20)) == 0, "\(small.log)")
+            let (sent, due) = try await fixture.sql { client in
+                (try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'"),
+                 try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_until <= now()"))
+            }
+            #expect(sent == 16 && due == 1, "sent \(sent), released chunks \(due): \(small.log)")
+
+            let started = ContinuousClock.now
+            let next = try worker.start(environment: environment(fixture, concurrency: 64, lease: 60))
+            #expect(try await fixture.finished(job, within: .seconds(30)).status == "completed")
+            #expect(ContinuousClock.now - started < .seconds(15), "taken over at once, not after the 60 s lease")
+            next.signal(SIGTERM)
+            _ = await next.exitStatus(within: .seconds(20))
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 64 && rows.values.allSatisfy { $0.status == "sent" })
+            #expect(tokens.allSatisfy { fixture.emulator.stats(for: $0).accepted >= 1 })
+        }
+    }
+
     @Test func theWorkerRidesOutADatabaseRestart() async throws {
         let cluster = try LocalCluster.start()
         defer { cluster.stop() }
