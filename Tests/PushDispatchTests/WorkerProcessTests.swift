@@ -100,39 +100,48 @@ struct WorkerProcessTests {
         }
     }
 
-    /// A worker with less room than a chunk holds back what does not fit of a chunk it takes
-    /// over. Stopped, it sends what is in flight and hands the held-back devices to the next
+    /// 64 slow devices taken as one chunk by a worker that dies before any answer; then a worker
+    /// with room for 16 takes the chunk over: 16 in flight, 48 held back when this returns.
+    /// Returns the job, the tokens, the second worker and what the emulator had accepted per
+    /// token before it sent anything.
+    func takeOverWithDevicesHeldBack(_ fixture: WorkerFixture, prefix: String) async throws
+        -> (job: Int64, tokens: [String], worker: RunningProduct, acceptedBefore: [String: Int]) {
+        fixture.emulator.script(tokenPrefix: prefix, .slow(.seconds(1)))
+        let tokens = try await seed(fixture, count: 64, prefix: prefix)
+        let job = try await fixture.campaign()
+        func chunkOwners() async throws -> [String] {
+            try await fixture.sql { client in
+                var owners: [String] = []
+                for try await owner in try await client.query("SELECT lease_owner FROM push_job_chunks").decode(String.self) { owners.append(owner) }
+                return owners
+            }
+        }
+        let crashed = try worker.start(environment: environment(fixture, concurrency: 64, lease: 5))
+        var owners: [String] = []
+        let deadline = ContinuousClock.now + .seconds(20)
+        while owners.isEmpty, ContinuousClock.now < deadline {
+            owners = try await chunkOwners()
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        crashed.signal(SIGKILL)
+        #expect(await crashed.exitStatus(within: .seconds(5)) != nil)
+        let sentBeforeCrash = try await sentCount(fixture, job)
+        #expect(owners.count == 1 && sentBeforeCrash == 0)
+
+        // The crashed worker's sends are answered (1 s) long before its 5 s lease runs out.
+        let small = try worker.start(environment: environment(fixture, concurrency: 16, lease: 60))
+        while try await chunkOwners() == owners, ContinuousClock.now < deadline + .seconds(10) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let acceptedBefore = Dictionary(uniqueKeysWithValues: tokens.map { ($0, fixture.emulator.stats(for: $0).accepted) })
+        return (job, tokens, small, acceptedBefore)
+    }
+
+    /// Stopped, a worker sends what is in flight and hands its held-back devices to the next
     /// worker at once, not after its (here minute-long) lease.
     @Test func sigtermReleasesTheHeldBackDevicesOfATakenOverChunk() async throws {
         try await WorkerFixture.with { fixture in
-            fixture.emulator.script(tokenPrefix: "held-dev-", .slow(.seconds(1)))
-            let tokens = try await seed(fixture, count: 64, prefix: "held-dev-")
-            let job = try await fixture.campaign()
-            func chunkOwners() async throws -> [String] {
-                try await fixture.sql { client in
-                    var owners: [String] = []
-                    for try await owner in try await client.query("SELECT lease_owner FROM push_job_chunks").decode(String.self) { owners.append(owner) }
-                    return owners
-                }
-            }
-            // The first worker takes the whole audience as one chunk and dies before any answer.
-            let crashed = try worker.start(environment: environment(fixture, concurrency: 64, lease: 5))
-            var owners: [String] = []
-            let deadline = ContinuousClock.now + .seconds(20)
-            while owners.isEmpty, ContinuousClock.now < deadline {
-                owners = try await chunkOwners()
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            crashed.signal(SIGKILL)
-            #expect(await crashed.exitStatus(within: .seconds(5)) != nil)
-            let sentBeforeCrash = try await sentCount(fixture, job)
-            #expect(owners.count == 1 && sentBeforeCrash == 0)
-
-            // Room for 16 of the chunk's 64: 16 in flight, 48 held back when SIGTERM comes.
-            let small = try worker.start(environment: environment(fixture, concurrency: 16, lease: 60))
-            while try await chunkOwners() == owners, ContinuousClock.now < deadline + .seconds(10) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let (job, tokens, small, _) = try await takeOverWithDevicesHeldBack(fixture, prefix: "held-dev-")
             small.signal(SIGTERM)
             #expect(await small.exitStatus(within: .seconds(20)) == 0, "\(small.log)")
             let (sent, due) = try await fixture.sql { client in
@@ -150,6 +159,30 @@ struct WorkerProcessTests {
             let rows = try await fixture.deliveries(job)
             #expect(rows.count == 64 && rows.values.allSatisfy { $0.status == "sent" })
             #expect(tokens.allSatisfy { fixture.emulator.stats(for: $0).accepted >= 1 })
+        }
+    }
+
+    /// A job cancelled while devices are held back: those devices are recorded as the
+    /// cancellation says and never sent; what was in flight is recorded as sent.
+    @Test func heldBackDevicesOfACancelledJobAreSkippedNotSent() async throws {
+        try await WorkerFixture.with { fixture in
+            let (job, tokens, small, acceptedBefore) = try await takeOverWithDevicesHeldBack(fixture, prefix: "cancel-dev-")
+            let cancelled = try await fixture.sql { client in
+                try await JobDirectory(client: client, logger: workerLogger).cancel(job)
+            }
+            #expect(cancelled == .cancelled)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await fixture.sql({ try await count($0, "SELECT count(*)::int FROM push_job_chunks") }) > 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            small.signal(SIGTERM)
+            #expect(await small.exitStatus(within: .seconds(20)) == 0, "\(small.log)")
+            let rows = try await fixture.deliveries(job)
+            let sent = tokens.filter { rows[$0]?.status == "sent" }
+            let skipped = tokens.filter { rows[$0]?.status == "skipped" && rows[$0]?.errorCode == "CANCELLED" }
+            #expect(rows.count == 64 && sent.count == 16 && skipped.count == 48, "\(rows.values.map(\.status))")
+            #expect(sent.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! + 1 })
+            #expect(skipped.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! }, "a held-back device was sent")
         }
     }
 
