@@ -38,12 +38,13 @@ public struct Dispatcher: Service {
                 companions.addTask { await listenForJobs() }
                 companions.addTask { await heartbeat() }
                 companions.addTask { await measureQueue() }
-                await withTaskGroup(of: Void.self) { pipeline in
+                await withTaskGroup(of: Bool.self) { pipeline in
                     pipeline.addTask { await writeResults() }
                     let heldBack = await dispatchLoop()
                     outbox.close()
-                    await pipeline.waitForAll()
-                    await release(heldBack)
+                    // Released only once every result is written: a released chunk is taken
+                    // over for its devices without a row.
+                    if await pipeline.next() == true { await release(heldBack) }
                 }
                 companions.cancelAll()
             }
@@ -390,8 +391,9 @@ public struct Dispatcher: Service {
     // MARK: Writing
 
     /// Writes the outbox every 50 ms, or at once when a batch is full; after the send loop
-    /// closes it, writes what is left and returns. A failed write is kept and retried.
-    private func writeResults() async {
+    /// closes it, writes what is left and returns true. A failed write is kept and retried;
+    /// false when it gave up at a shutdown.
+    private func writeResults() async -> Bool {
         var failures = 0
         while true {
             let (batch, closed) = outbox.take()
@@ -406,14 +408,14 @@ public struct Dispatcher: Service {
                     // and another worker settles those deliveries.
                     if (closed || Task.isCancelled) && failures > 20 {
                         logger.error("giving up writing results at shutdown", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
-                        return
+                        return false
                     }
                     await backOff(after: error, failures: failures)
                     continue
                 }
             }
             // Closed: nothing more comes, and everything taken is written.
-            if closed { return }
+            if closed { return true }
             if Task.isCancelled {
                 await outbox.full.waitForSignal()
             } else {
