@@ -20,7 +20,8 @@ struct PushWorkerCommand: AsyncParsableCommand {
             PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
             METRICS_PORT (serves /metrics, /healthz, /readyz when set), LOG_LEVEL (default info). \
-            SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, exit.
+            SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, hand deliveries held back \
+            unsent to the next worker at once, exit.
             """)
 
     @Option(help: "FCM requests in flight (WORKER_CONCURRENCY).") var concurrency: Int?
