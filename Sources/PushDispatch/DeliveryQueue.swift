@@ -317,14 +317,14 @@ struct DeliveryQueue: Sendable {
         return """
             WITH r AS (
                 -- A retry of a job that ended meanwhile is never tried again: skipped like the job's other
-                -- pending deliveries when it was cancelled, failed with it when it failed.
+                -- pending deliveries when it was cancelled, failed with the job's reason when it failed.
                 SELECT r.row_id, r.lease_owner, r.job_id, r.device_id, r.attempted, r.next_attempt, NULLIF(r.message_id, '') AS message_id,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN r.status
                             WHEN j.status = 'cancelled' THEN 'skipped' ELSE 'failed' END AS status,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
                             WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END AS code,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
-                            WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE NULLIF(r.message, '') END AS message
+                            WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message
                   FROM unnest(\(rowIDs)::bigint[], \(jobs)::bigint[], \(devices)::bigint[], \(results.map(\.status))::text[],
                               \(results.map { $0.errorCode ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
                               \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],

@@ -123,6 +123,7 @@ struct WorkerFixture: Sendable {
         let token: String
         let status: String
         let errorCode: String?
+        let errorMessage: String?
         let messageID: String?
         let attempts: Int
     }
@@ -130,12 +131,13 @@ struct WorkerFixture: Sendable {
     func deliveries(_ job: Int64) async throws -> [String: Delivery] {
         try await sql { client in
             var result: [String: Delivery] = [:]
-            for try await (token, status, code, messageID, attempts) in try await client.query(
+            for try await (token, status, code, message, messageID, attempts) in try await client.query(
                 """
-                SELECT v.token, d.status, d.error_code, d.fcm_message_id, d.attempts
+                SELECT v.token, d.status, d.error_code, d.error_message, d.fcm_message_id, d.attempts
                   FROM push_deliveries d JOIN push_devices v ON v.id = d.device_id WHERE d.job_id = \(job)
-                """).decode((String, String, String?, String?, Int).self) {
-                result[token] = Delivery(token: token, status: status, errorCode: code, messageID: messageID, attempts: attempts)
+                """).decode((String, String, String?, String?, String?, Int).self) {
+                result[token] = Delivery(token: token, status: status, errorCode: code, errorMessage: message, messageID: messageID,
+                                         attempts: attempts)
             }
             return result
         }

@@ -164,13 +164,20 @@ struct WorkerProcessTests {
 
     /// A job cancelled while devices are held back: those devices are recorded as the
     /// cancellation says and never sent; what was in flight is recorded as sent.
-    @Test func heldBackDevicesOfACancelledJobAreSkippedNotSent() async throws {
+    /// A job cancelled or failed while a worker holds some of its devices back: those are
+    /// recorded as the job's ending says (the failure's reason included) and never sent.
+    @Test(arguments: [JobDirectory.Ending.cancelled, .failed(reason: "app wowa: failed by the test")])
+    func heldBackDevicesOfAnEndedJobAreRecordedNotSent(_ ending: JobDirectory.Ending) async throws {
+        let (status, code, message) = switch ending {
+        case .cancelled: ("skipped", "CANCELLED", "the job was cancelled")
+        case .failed(let reason): ("failed", "JOB_FAILED", reason)
+        }
         try await WorkerFixture.with { fixture in
-            let (job, tokens, small, acceptedBefore) = try await takeOverWithDevicesHeldBack(fixture, prefix: "cancel-dev-")
-            let cancelled = try await fixture.sql { client in
-                try await JobDirectory(client: client, logger: workerLogger).cancel(job)
+            let (job, tokens, small, acceptedBefore) = try await takeOverWithDevicesHeldBack(fixture, prefix: "\(status)-dev-")
+            let didEnd = try await fixture.sql { client in
+                try await JobDirectory(client: client, logger: workerLogger).end(job, ending)
             }
-            #expect(cancelled == .cancelled)
+            #expect(didEnd)
             let deadline = ContinuousClock.now + .seconds(20)
             while try await fixture.sql({ try await count($0, "SELECT count(*)::int FROM push_job_chunks") }) > 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
@@ -179,10 +186,11 @@ struct WorkerProcessTests {
             #expect(await small.exitStatus(within: .seconds(20)) == 0, "\(small.log)")
             let rows = try await fixture.deliveries(job)
             let sent = tokens.filter { rows[$0]?.status == "sent" }
-            let skipped = tokens.filter { rows[$0]?.status == "skipped" && rows[$0]?.errorCode == "CANCELLED" }
-            #expect(rows.count == 64 && sent.count == 16 && skipped.count == 48, "\(rows.values.map(\.status))")
+            let ended = tokens.filter { rows[$0].map { ($0.status, $0.errorCode, $0.errorMessage) == (status, code, message) } ?? false }
+            #expect(rows.count == 64 && sent.count == 16 && ended.count == 48,
+                    "\(rows.values.map { [$0.status, $0.errorCode ?? "", $0.errorMessage ?? ""] })")
             #expect(sent.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! + 1 })
-            #expect(skipped.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! }, "a held-back device was sent")
+            #expect(ended.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! }, "a held-back device was sent")
         }
     }
 

@@ -87,7 +87,11 @@ public actor TestPostgres {
 
     /// Runs `body` with a client whose connections are all closed when it returns.
     public static func withClient<T: Sendable>(url: String, _ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        let client = PostgresClient(configuration: try DatabaseConfiguration.parse(url), backgroundLogger: Logger(label: "test-postgres"))
+        // The body may lease before the child task has started run(): the pool waits for it, but
+        // warns once per lease, hundreds of lines per test run.
+        var quiet = Logger(label: "test-postgres")
+        quiet.logLevel = .error
+        let client = PostgresClient(configuration: try DatabaseConfiguration.parse(url), backgroundLogger: quiet)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
