@@ -9,6 +9,7 @@ enum ScriptedFailure: Sendable, Equatable {
     case unavailable(retryAfter: Int?)
     case internalError
     case quotaExceeded(retryAfter: Int?)
+    case unauthenticated
 }
 
 /// Scripted outcomes per device token and the record of what each token was sent: the state every send
@@ -73,6 +74,8 @@ final class DeliveryLedger: Sendable {
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .internalError)
             case .quotaExceeded(let times, let retryAfter):
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .quotaExceeded(retryAfter: retryAfter))
+            case .unauthenticated(let times):
+                verdict = state.transient(token, times: times, validateOnly: validateOnly, .unauthenticated)
             }
             if case .fail = verdict {
                 state.countRejected(deviceToken: token)

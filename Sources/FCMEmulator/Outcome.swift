@@ -18,6 +18,9 @@ public enum Outcome: Sendable, Equatable {
     case quotaExceeded(times: Int, retryAfter: Int?)
     /// Success, answered after `delay`.
     case slow(Duration)
+    /// 401 UNAUTHENTICATED without an FcmError for the first `times` attempts, then success: the
+    /// access token was revoked while this send was on its way, the others of its batch untouched.
+    case unauthenticated(times: Int)
 }
 
 /// Scripts every token that starts with `prefix`, so load generators and shell users can choose outcomes by
@@ -45,7 +48,8 @@ extension PrefixRule {
 
 extension Outcome {
     /// Parses the names the admin API and the command line use: `success`, `unregistered`, `invalid_token`,
-    /// `sender_id_mismatch`, `third_party_auth_error`, `unavailable`, `internal`, `quota_exceeded`, `slow`.
+    /// `sender_id_mismatch`, `third_party_auth_error`, `unavailable`, `internal`, `quota_exceeded`, `slow`,
+    /// `unauthenticated`.
     /// `times` defaults to 1, `delay` to 500 ms.
     public init?(name: String, times: Int? = nil, retryAfter: Int? = nil, delay: Duration? = nil) {
         let times = times ?? 1
@@ -59,6 +63,7 @@ extension Outcome {
         case "internal": self = .internalError(times: times)
         case "quota_exceeded": self = .quotaExceeded(times: times, retryAfter: retryAfter)
         case "slow": self = .slow(delay ?? .milliseconds(500))
+        case "unauthenticated": self = .unauthenticated(times: times)
         default: return nil
         }
     }

@@ -160,6 +160,7 @@ struct SendEndpoint: Sendable {
         case .invalidToken: invalidToken
         case .senderIDMismatch: senderIDMismatch
         case .thirdPartyAuthError: thirdPartyAuthError
+        case .unauthenticated: unauthenticated
         case .internalError: internalError
         case .unavailable(let retryAfter):
             GoogleResponses.rpcStatus(

@@ -330,24 +330,34 @@ public struct Dispatcher: Service {
     private static func attempt(sameJob claims: [Claim], tokens: AccessTokenCache, fcm: FCMClient) async -> [Attempt] {
         let job = claims[0].job, account = claims[0].account
         let sends = claims.map { FCMClient.Send(message: job.message, target: $0.claimed.token, type: $0.claimed.tokenType) }
+        func failure(_ error: any Error) -> Result<SendOutcome, AccessTokenError> {
+            .failure(error as? AccessTokenError ?? .transient("\(error)"))
+        }
+        let token: String
         do {
-            let token = try await tokens.token(for: account)
-            var answers = await fcm.send(sends, projectID: account.projectID, accessToken: token)
-            let expired = answers.indices.filter { answers[$0].outcome == .unauthenticated }
-            if !expired.isEmpty {
-                // Expired or revoked: one refresh, one retry.
-                await tokens.invalidate(token, for: account)
-                let fresh = try await tokens.token(for: account)
-                let retried = await fcm.send(expired.map { sends[$0] }, projectID: account.projectID, accessToken: fresh)
-                for (index, answer) in zip(expired, retried) { answers[index] = answer }
-            }
-            return zip(claims, answers).map { claim, answer in
-                Attempt(claimed: claim.claimed, job: job, result: .success(answer.outcome), duration: answer.elapsed)
+            token = try await tokens.token(for: account)
+        } catch {
+            return claims.map { Attempt(claimed: $0.claimed, job: job, result: failure(error), duration: nil) }
+        }
+        let answers = await fcm.send(sends, projectID: account.projectID, accessToken: token)
+        var attempts = zip(claims, answers).map { claim, answer in
+            Attempt(claimed: claim.claimed, job: job, result: .success(answer.outcome), duration: answer.elapsed)
+        }
+        let expired = answers.indices.filter { answers[$0].outcome == .unauthenticated }
+        guard !expired.isEmpty else { return attempts }
+        // Expired or revoked: one refresh, one retry. A failed refresh settles only those sends:
+        // the others' answers stand (a success must never be sent again).
+        await tokens.invalidate(token, for: account)
+        do {
+            let fresh = try await tokens.token(for: account)
+            let retried = await fcm.send(expired.map { sends[$0] }, projectID: account.projectID, accessToken: fresh)
+            for (index, answer) in zip(expired, retried) {
+                attempts[index] = Attempt(claimed: claims[index].claimed, job: job, result: .success(answer.outcome), duration: answer.elapsed)
             }
         } catch {
-            let failure = error as? AccessTokenError ?? .transient("\(error)")
-            return claims.map { Attempt(claimed: $0.claimed, job: job, result: .failure(failure), duration: nil) }
+            for index in expired { attempts[index] = Attempt(claimed: claims[index].claimed, job: job, result: failure(error), duration: nil) }
         }
+        return attempts
     }
 
     private func settle(_ attempt: Attempt, state: inout LoopState) {

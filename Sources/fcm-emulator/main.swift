@@ -38,7 +38,8 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
               slow-*          success after 500 ms
             --prefix-rule PREFIX=OUTCOME adds rules; OUTCOME is one of success,
             unregistered, invalid_token, sender_id_mismatch,
-            third_party_auth_error, unavailable, internal, quota_exceeded, slow.
+            third_party_auth_error, unavailable, internal, quota_exceeded, slow,
+            unauthenticated.
 
             Admin API (no authentication: a loopback test tool):
               POST /emulator/service-accounts  {"client_email", "project_id",

@@ -63,10 +63,11 @@ struct SendEndpointTests {
         var outcome: Outcome
         var status: Int
         var rpcStatus: String
-        var errorCode: String
+        /// nil: no FcmError detail.
+        var errorCode: String?
         var message: String?
         var retryAfter: String? = nil
-        var testDescription: String { errorCode }
+        var testDescription: String { errorCode ?? rpcStatus }
     }
 
     @Test(
@@ -84,6 +85,10 @@ struct SendEndpointTests {
             ScriptedCase(
                 outcome: .quotaExceeded(times: 1, retryAfter: 60), status: 429, rpcStatus: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED",
                 retryAfter: "60"
+            ),
+            ScriptedCase(
+                outcome: .unauthenticated(times: 1), status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: nil,
+                message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
             ),
         ]
     )

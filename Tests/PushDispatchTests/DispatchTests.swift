@@ -213,6 +213,28 @@ struct DispatchTests {
         }
     }
 
+    /// One send of a batch meets a revoked access token and the refresh then fails: only that
+    /// send waits for a retry; the batch's other answers stand and are never sent again.
+    @Test func aFailedRefreshAfterA401SettlesOnlyTheRefusedSend() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register(["tok-warm", "tok-ok", "tok-revoked"])
+            try await fixture.withWorker {
+                let warm = try await fixture.enqueue(users: [1])
+                #expect(try await fixture.finished(warm).status == "completed")
+                fixture.emulator.script(token: "tok-revoked", .unauthenticated(times: 1))
+                fixture.emulator.failNextTokenRequests(count: 1)
+                let job = try await fixture.enqueue(users: [2, 3])
+                #expect(try await fixture.finished(job).status == "completed")
+                let rows = try await fixture.deliveries(job)
+                #expect(rows["tok-ok"]?.status == "sent" && rows["tok-ok"]?.attempts == 1 && rows["tok-ok"]?.messageID != nil)
+                #expect(rows["tok-revoked"]?.status == "sent")
+            }
+            #expect(fixture.emulator.stats(for: "tok-ok").accepted == 1, "a send FCM had accepted was sent again")
+            #expect(fixture.emulator.stats(for: "tok-revoked").accepted == 1)
+            #expect(fixture.emulator.stats.rejectedTokenExchanges == 1)
+        }
+    }
+
     @Test func concurrentSendsShareOneTokenRefresh() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...150).map { "tok-many-\($0)" }
