@@ -49,7 +49,8 @@ public struct AppDirectory: Sendable {
 
     public func add(code: String, name: String, serviceAccount: ServiceAccount?) async throws -> App {
         try Self.validate(code: code)
-        guard (1...200).contains(name.count) else { throw AppDirectoryError.invalidName }
+        // The table counts code points (char_length), not grapheme clusters.
+        guard (1...200).contains(name.unicodeScalars.count) else { throw AppDirectoryError.invalidName }
         do {
             let rows = try await client.query(
                 """

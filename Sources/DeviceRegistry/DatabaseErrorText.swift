@@ -1,17 +1,15 @@
 import PostgresNIO
 
 /// PostgresNIO's `PSQLError.description` deliberately hides the server's message; operators
-/// running the CLI need it, so this reads it out (it never contains bind values).
+/// running the CLI need it, so this reads it out. Never the DETAIL: it quotes the row or key
+/// ("Failing row contains (…)"), and with it a whole device token or a private key.
 public enum DatabaseErrorText {
     public static func describe(_ error: any Error) -> String {
         if String(reflecting: type(of: error)).contains("ConnectionPoolError") {
             return "no connection could be opened (is the server running and reachable?)"
         }
         guard let error = error as? PSQLError else { return "\(error)" }
-        if let message = error.serverInfo?[.message] {
-            let detail = error.serverInfo?[.detail].map { " (\($0))" } ?? ""
-            return message + detail
-        }
+        if let message = error.serverInfo?[.message] { return message }
         return "\(error.code)"
     }
 

@@ -49,8 +49,11 @@ public struct DeviceRegistration: Sendable, Equatable {
             guard (1...200).contains(deviceID.unicodeScalars.count) else {
                 throw .invalid("deviceId must be 1 to 200 characters")
             }
-            guard !deviceID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw .invalid("deviceId must not contain control characters")
+            // Line and paragraph separators too: in a UTF-8 database, [[:cntrl:]] matches them.
+            guard !deviceID.unicodeScalars.contains(where: {
+                [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
+            }) else {
+                throw .invalid("deviceId must not contain control, format or line separator characters")
             }
         }
         let parsedType: TokenType

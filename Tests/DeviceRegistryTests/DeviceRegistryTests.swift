@@ -269,4 +269,39 @@ struct ConcurrencyTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_devices") == 0)
         }
     }
+    /// A refused row is described by the server's message alone: PostgreSQL's DETAIL quotes the
+    /// row, and with it a private key or a whole device token, into a log or a terminal.
+    @Test func databaseErrorTextNeverQuotesTheRow() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let secret = "-----BEGIN PRIVATE KEY-----SECRET-MATERIAL"
+            await #expect {
+                try await client.query("INSERT INTO apps (code, name, fcm_project_id, fcm_client_email, fcm_private_key) VALUES ('Not Valid', 'x', 'p', 'e', \(secret))")
+            } throws: { error in
+                let text = DatabaseErrorText.describe(error)
+                return text.contains("apps_code_check") && !text.contains("SECRET")
+            }
+            let token = "whole-device-token-" + String(repeating: "x", count: 100)
+            await #expect {
+                try await client.query("INSERT INTO push_devices (user_id, app_id, platform, token) VALUES (1, \(app), 'beos', \(token))")
+            } throws: { error in
+                let text = DatabaseErrorText.describe(error)
+                return text.contains("violates check constraint") && !text.contains(token.prefix(21))
+            }
+        }
+    }
+
+    /// App names are limited in code points, as the table counts them: 150 flags are 150
+    /// characters but 300 code points, refused before the database sees them.
+    @Test func appNamesAreMeasuredInCodePoints() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let directory = AppDirectory(client: client, logger: testLogger)
+            let flags = String(repeating: "🇰🇷", count: 150)
+            await #expect(throws: AppDirectoryError.invalidName) {
+                _ = try await directory.add(code: "flags", name: flags, serviceAccount: nil)
+            }
+            let added = try await directory.add(code: "flags", name: String(repeating: "🇰🇷", count: 100), serviceAccount: nil)
+            #expect(added.code == "flags")
+        }
+    }
 }

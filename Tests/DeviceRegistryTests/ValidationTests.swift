@@ -22,7 +22,9 @@ struct ValidationTests {
         ("tok", "windows", nil, nil, "platform must be one of ios, android, web"),
         ("tok", "IOS", nil, nil, "platform must be one of ios, android, web"),
         ("tok", "ios", "", nil, "deviceId must be 1 to 200 characters"),
-        ("tok", "ios", "bad\nid", nil, "deviceId must not contain control characters"),
+        ("tok", "ios", "bad\nid", nil, "deviceId must not contain control, format or line separator characters"),
+        ("tok", "ios", "bad\u{2028}id", nil, "deviceId must not contain control, format or line separator characters"),
+        ("tok", "ios", "bad\u{200B}id", nil, "deviceId must not contain control, format or line separator characters"),
         ("tok", "ios", nil, "apns", "tokenType must be one of fcm, fid"),
     ])
     func refusesInvalidInput(token: String?, platform: String?, deviceID: String?, tokenType: String?, message: String) {

@@ -150,4 +150,23 @@ struct DeviceEndpointTests {
             #expect(metrics.contains("registration_batch_size_sum 60"))
         }
     }
+    /// Logs hold a device token's first 20 characters at most, never a JWT, at every level,
+    /// even when a client puts the token where an id belongs.
+    @Test func logsNeverHoldAWholeTokenOrTheJWT() async throws {
+        let fixture = try await APIFixture.make()
+        let log = CapturedLog()
+        let token = "fcm-" + String(repeating: "Zq9", count: 50)
+        let jwt = fixture.token(user: 5)
+        let statuses = try await fixture.test(logger: log.logger(level: .trace)) { client in
+            [try await client.register(token: token, as: jwt, deviceID: "phone-5").status.code,
+             try await client.send(.delete, "/push/devices/\(token)", token: jwt).status.code,
+             try await client.send(.get, "/push/devices/\(token)?x=\(token)", token: jwt).status.code,
+             try await client.register(token: token, as: jwt, deviceID: "bad\u{2028}id").status.code]
+        }
+        #expect(statuses == [201, 400, 404, 400])
+        let text = log.text
+        #expect(text.contains(String(token.prefix(20))), "the request lines name the token's start")
+        #expect(!text.contains(String(token.prefix(21))), "\(text)")
+        #expect(!text.contains(jwt))
+    }
 }

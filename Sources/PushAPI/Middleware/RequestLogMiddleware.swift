@@ -1,9 +1,11 @@
+import DeviceRegistry
 import HTTPTypes
 import Hummingbird
 import Logging
 
 /// One structured line per request: request id, method, path (without the query string, which
-/// could carry secrets), status and duration. The id is echoed as `X-Request-Id`.
+/// could carry secrets; long segments cut like tokens, since a client may put a device token
+/// where an id belongs), status and duration. The id is echoed as `X-Request-Id`.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
@@ -14,11 +16,18 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let level: Logger.Level = response.status.code >= 500 ? .error : .info
         context.logger.log(level: level, "request", metadata: [
             "http.method": "\(request.method)",
-            "http.path": "\(request.uri.path)",
+            "http.path": "\(Self.loggable(request.uri.path))",
             "http.status": "\(response.status.code)",
             "http.duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
         ])
         return response
+    }
+
+    static func loggable(_ path: String) -> String {
+        guard path.utf8.count > 20 else { return path }
+        return path.split(separator: "/", omittingEmptySubsequences: false)
+            .map { $0.count > 20 ? maskedToken(String($0)) : String($0) }
+            .joined(separator: "/")
     }
 }
 
