@@ -52,6 +52,9 @@ struct DeliveryPolicy {
         case .permissionDenied(let message):
             return Decision(result: final("failed", "PERMISSION_DENIED", message),
                             failJob: "app \(job.appCode): the service account may not send for this project (PERMISSION_DENIED): \(message)")
+        case .notFound(let message):
+            return Decision(result: final("failed", "NOT_FOUND", message),
+                            failJob: "app \(job.appCode): FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)")
         case .unauthenticated:
             return Decision(result: final("failed", "UNAUTHENTICATED", "FCM refused a freshly minted access token"),
                             failJob: "app \(job.appCode): FCM refused a freshly minted access token (UNAUTHENTICATED)")

@@ -18,6 +18,9 @@ public enum SendOutcome: Sendable, Equatable {
     case payloadRejected(errorCode: String, message: String)
     /// The service account may not send for this project (403 PERMISSION_DENIED).
     case permissionDenied(message: String)
+    /// 404 without an FcmError: no such project or endpoint (a wrong project id or base URL),
+    /// which says nothing about the token; only UNREGISTERED does.
+    case notFound(message: String)
     /// Our access token expired or was revoked (401 without an FcmError).
     case unauthenticated
     /// Worth retrying; `retryAfter` from the server when it said; `quota` slows the whole app.
@@ -58,7 +61,7 @@ public enum SendOutcome: Sendable, Equatable {
         case 400: return .payloadRejected(errorCode: error.status ?? "INVALID_ARGUMENT", message: message)
         case 401: return .unauthenticated
         case 403: return .permissionDenied(message: message)
-        case 404: return .deadToken(errorCode: "NOT_FOUND", message: message, reason: "unregistered")
+        case 404: return .notFound(message: message)
         case 429: return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
         case 408, 500...599: return .transient(errorCode: error.status ?? "HTTP_\(status)", message: message, retryAfter: retry, quota: false)
         default: return .failed(errorCode: error.status ?? "HTTP_\(status)", message: message)

@@ -235,6 +235,23 @@ struct DispatchTests {
         }
     }
 
+    /// A 404 without an FcmError (here FCM_BASE_URL with a path the server does not serve) is
+    /// no verdict on the tokens: the job fails and says where to look; nothing is deactivated.
+    @Test func aBare404FailsTheJobAndDeactivatesNothing() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register(["tok-1", "tok-2"])
+            var configuration = fixture.configuration
+            configuration.fcmBaseURL = fixture.emulator.baseURL + "/not-fcm"
+            let job = try await fixture.enqueue(users: [1, 2])
+            let result = try await fixture.withWorker(configuration) { try await fixture.finished(job) }
+            #expect(result.status == "failed")
+            #expect(result.error?.contains("FCM answered 404 without an FcmError") == true, "\(result.error ?? "")")
+            #expect(try await fixture.deliveries(job).values.allSatisfy { $0.errorCode == "NOT_FOUND" || $0.errorCode == "JOB_FAILED" })
+            let active = try await fixture.sql { try await count($0, "SELECT count(*)::int FROM push_devices WHERE is_active") }
+            #expect(active == 2)
+        }
+    }
+
     @Test func concurrentSendsShareOneTokenRefresh() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...150).map { "tok-many-\($0)" }
