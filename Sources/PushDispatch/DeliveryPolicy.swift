@@ -1,18 +1,21 @@
 import Foundation
 
 /// Turns a send outcome into what is written: the delivery's state, a device to deactivate, a
-/// job to fail, an app to slow down. Holds per-job evidence (has any send succeeded?) because
-/// wholesale SENDER_ID_MISMATCH or THIRD_PARTY_AUTH_ERROR means wrong credentials, not dead tokens.
+/// job to fail, an app to slow down. Knows which apps' Firebase projects have accepted a send,
+/// because SENDER_ID_MISMATCH before any success means wrong credentials, not stray tokens.
 struct DeliveryPolicy {
     let maxAttempts: Int
-    /// Failures of these kinds, with no success yet, after which the job's credentials are blamed.
+    /// SENDER_ID_MISMATCH answers of a job, its project unproven, after which the credentials are blamed.
     let wholesaleThreshold: Int
 
-    struct JobEvidence {
-        var successes = 0
-        var credentialFailures = 0
+    private struct Project: Hashable {
+        let appID: Int64
+        let projectID: String
     }
-    private var evidence: [Int64: JobEvidence] = [:]
+    /// Projects a send has succeeded for, as seen by this worker.
+    private var provenProjects: Set<Project> = []
+    private var unprovenMismatches: [Int64: Int] = [:]
+    private var warnedJobs: Set<Int64> = []
 
     init(maxAttempts: Int, wholesaleThreshold: Int = 10) {
         self.maxAttempts = maxAttempts
@@ -24,6 +27,10 @@ struct DeliveryPolicy {
         var deactivate: (deviceID: Int64, reason: String)?
         var failJob: String?
         var pauseApp: Duration?
+        /// The first success this worker saw for the app's project, not yet recorded as proven.
+        var proved: (appID: Int64, projectID: String)?
+        /// For the operator, once per job.
+        var warning: String?
     }
 
     mutating func decide(_ outcome: SendOutcome, for claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, now: Date = Date()) -> Decision {
@@ -33,18 +40,31 @@ struct DeliveryPolicy {
         }
         switch outcome {
         case .sent(let messageID):
-            evidence[job.id, default: .init()].successes += 1
-            return Decision(result: final("sent", nil, nil, messageID: messageID))
+            var decision = Decision(result: final("sent", nil, nil, messageID: messageID))
+            if let project = job.account.map({ Project(appID: job.appID, projectID: $0.projectID) }),
+               provenProjects.insert(project).inserted, !job.projectProven {
+                decision.proved = (project.appID, project.projectID)
+            }
+            return decision
         case .deadToken(let code, let message, let reason):
             return Decision(result: final("failed", code, message), deactivate: (claimed.deviceID, reason))
         case .senderMismatch(let message):
-            return credentialFailure(claimed, job, code: "SENDER_ID_MISMATCH", message: message, deactivateWhenProven: "sender_id_mismatch",
-                                     blame: "every send fails with SENDER_ID_MISMATCH: the tokens belong to another Firebase project, or the credentials are wrong",
-                                     result: final("failed", "SENDER_ID_MISMATCH", message))
+            let result = final("failed", "SENDER_ID_MISMATCH", message)
+            if isProven(job) {
+                // Sends to this project succeed: the token belongs to another one.
+                return Decision(result: result, deactivate: (claimed.deviceID, "sender_id_mismatch"))
+            }
+            let count = unprovenMismatches[job.id, default: 0] + 1
+            unprovenMismatches[job.id] = count
+            guard count >= wholesaleThreshold else { return Decision(result: result) }
+            return Decision(result: result, failJob: "app \(job.appCode): every send fails with SENDER_ID_MISMATCH and none to this project has "
+                + "ever succeeded: the credentials are wrong, or the tokens belong to another Firebase project (once a send to this "
+                + "project succeeds, e.g. pushctl send to a device registered with it, such tokens are deactivated instead)")
         case .thirdPartyAuth(let message):
-            return credentialFailure(claimed, job, code: "THIRD_PARTY_AUTH_ERROR", message: message, deactivateWhenProven: nil,
-                                     blame: "every send fails with THIRD_PARTY_AUTH_ERROR: the app's APNs or web-push credentials in Firebase are wrong",
-                                     result: final("failed", "THIRD_PARTY_AUTH_ERROR", message))
+            // Only the devices of that platform fail (APNs or web push): the job goes on.
+            let warning = warnedJobs.insert(job.id).inserted
+                ? "app \(job.appCode): FCM answers THIRD_PARTY_AUTH_ERROR: the app's APNs or web-push credentials in Firebase are wrong" : nil
+            return Decision(result: final("failed", "THIRD_PARTY_AUTH_ERROR", message), warning: warning)
         case .failed(let code, let message):
             return Decision(result: final("failed", code, message))
         case .payloadRejected(let code, let message):
@@ -70,19 +90,9 @@ struct DeliveryPolicy {
         }
     }
 
-    private mutating func credentialFailure(_ claimed: DeliveryQueue.Claimed, _ job: DeliveryQueue.Job, code: String, message: String,
-                                            deactivateWhenProven reason: String?, blame: String, result: DeliveryQueue.Result) -> Decision {
-        var record = evidence[job.id, default: .init()]
-        defer { evidence[job.id] = record }
-        if record.successes > 0 {
-            // The credentials work for other tokens: this token is the problem.
-            return Decision(result: result, deactivate: reason.map { (claimed.deviceID, $0) })
-        }
-        record.credentialFailures += 1
-        if record.credentialFailures >= wholesaleThreshold {
-            return Decision(result: result, failJob: "app \(job.appCode): \(blame)")
-        }
-        return Decision(result: result)
+    private func isProven(_ job: DeliveryQueue.Job) -> Bool {
+        guard let account = job.account else { return false }
+        return job.projectProven || provenProjects.contains(Project(appID: job.appID, projectID: account.projectID))
     }
 
     /// 1 s, 2 s, 4 s … with ±50 % jitter, capped at five minutes; quota errors start at a minute.
@@ -96,5 +106,8 @@ struct DeliveryPolicy {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    mutating func forget(job: Int64) { evidence[job] = nil }
+    mutating func forget(job: Int64) {
+        unprovenMismatches[job] = nil
+        warnedJobs.remove(job)
+    }
 }

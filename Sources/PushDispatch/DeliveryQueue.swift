@@ -212,27 +212,41 @@ struct DeliveryQueue: Sendable {
         let appCode: String
         let message: PreparedMessage
         let account: ServiceAccount?
+        /// A send to the app's project has succeeded before (`apps.fcm_proven_project_id`).
+        let projectProven: Bool
     }
 
     func jobs(_ ids: [Int64]) async throws -> [Job] {
         let rows = try await client.query(
             """
             SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
-                   a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id
+                   a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id,
+                   a.fcm_proven_project_id IS NOT DISTINCT FROM a.fcm_project_id
               FROM push_jobs j JOIN apps a ON a.id = j.app_id
              WHERE j.id = ANY(\(ids))
             """, logger: logger)
         var jobs: [Job] = []
-        for try await (id, app, code, message, validateOnly, project, email, key, keyID) in rows.decode(
-            (Int64, Int64, String, String, Bool, String?, String?, String?, String?).self
+        for try await (id, app, code, message, validateOnly, project, email, key, keyID, proven) in rows.decode(
+            (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool).self
         ) {
             let account = project.flatMap { project in
                 email.flatMap { email in key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) } }
             }
             jobs.append(Job(id: id, appID: app, appCode: code, message: PreparedMessage(messageJSON: message, validateOnly: validateOnly),
-                            account: account))
+                            account: account, projectProven: proven && project != nil))
         }
         return jobs
+    }
+
+    /// Records that sends to these apps' projects succeed (see sql/008_proven_projects.sql).
+    func prove(_ projects: [(appID: Int64, projectID: String)]) async throws {
+        try await client.query(
+            """
+            UPDATE apps a SET fcm_proven_project_id = p.project_id
+              FROM unnest(\(projects.map(\.appID))::bigint[], \(projects.map(\.projectID))::text[]) AS p(app_id, project_id)
+             WHERE a.id = p.app_id AND a.fcm_project_id = p.project_id
+               AND a.fcm_proven_project_id IS DISTINCT FROM p.project_id
+            """, logger: logger)
     }
 
     /// A final or retry state for one delivery.

@@ -389,6 +389,8 @@ public struct Dispatcher: Service {
             state.pausedApps[job.appID] = ContinuousClock.now + pause
             logger.warning("FCM quota exceeded, slowing the app down", metadata: ["push.app": "\(job.appCode)", "push.pause": "\(pause)"])
         }
+        if let proved = decision.proved { outbox.add { $0.provenProjects.append(proved) } }
+        if let warning = decision.warning { logger.warning("\(warning)", metadata: ["push.job_id": "\(job.id)"]) }
         if let reason = decision.failJob { failJob(job.id, reason, state: &state) }
         metrics.countSend(app: job.appCode, outcome: decision.result.status == "pending" ? "retry" : (decision.result.errorCode ?? decision.result.status))
     }
@@ -436,6 +438,7 @@ public struct Dispatcher: Service {
 
     private func write(_ batch: Outbox.Batch) async throws {
         try await queue.record(batch.results, finishedChunks: batch.finishedChunks, deactivate: batch.deactivations)
+        if !batch.provenProjects.isEmpty { try await queue.prove(batch.provenProjects) }
         for (job, reason) in batch.jobFailures {
             try await queue.fail(job: job, error: reason)
             logger.error("job failed", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])

@@ -12,9 +12,12 @@ final class Outbox: Sendable {
         var touchedJobs: Set<Int64> = []
         /// Chunks whose every device has its result in this batch or an earlier one.
         var finishedChunks: [Int64] = []
+        /// Apps whose project a send just proved (the first success per project in this worker).
+        var provenProjects: [(appID: Int64, projectID: String)] = []
 
         var isEmpty: Bool {
             results.isEmpty && deactivations.isEmpty && jobFailures.isEmpty && touchedJobs.isEmpty && finishedChunks.isEmpty
+                && provenProjects.isEmpty
         }
 
         mutating func merge(_ other: Batch) {
@@ -23,6 +26,7 @@ final class Outbox: Sendable {
             jobFailures += other.jobFailures
             touchedJobs.formUnion(other.touchedJobs)
             finishedChunks += other.finishedChunks
+            provenProjects += other.provenProjects
         }
     }
 

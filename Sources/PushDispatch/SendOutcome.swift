@@ -7,8 +7,8 @@ public enum SendOutcome: Sendable, Equatable {
     case sent(messageID: String)
     /// Permanent, and the token is dead: deactivate the device with `reason`.
     case deadToken(errorCode: String, message: String, reason: String)
-    /// SENDER_ID_MISMATCH: the token belongs to another Firebase project. Deactivated only once
-    /// the job has proven its credentials with a success; wholesale it means wrong credentials.
+    /// SENDER_ID_MISMATCH: the token belongs to another Firebase project. Deactivated once a send
+    /// to the app's project has succeeded; before that, wholesale, it means wrong credentials.
     case senderMismatch(message: String)
     /// THIRD_PARTY_AUTH_ERROR: the app's APNs/web-push credentials in Firebase are wrong.
     case thirdPartyAuth(message: String)

@@ -143,7 +143,7 @@ struct DispatchTests {
             configuration.concurrency = 4
             let (status, error) = try await fixture.withWorker(configuration) { try await fixture.finished(job) }
             #expect(status == "failed")
-            #expect(error?.contains("app wowa: every send fails with SENDER_ID_MISMATCH") == true)
+            #expect(error?.contains("app wowa: every send fails with SENDER_ID_MISMATCH and none to this project has ever succeeded") == true)
             for token in tokens { #expect(try await fixture.deviceState(token) == (true, nil)) }
         }
     }
@@ -158,6 +158,56 @@ struct DispatchTests {
             let status_job = try await fixture.withWorker(configuration) { try await fixture.finished(job).status }
             #expect(status_job == "completed")
             #expect(try await fixture.deviceState("tok-z-stray") == (false, "sender_id_mismatch"))
+        }
+    }
+
+    /// Once a send to the app's project has succeeded (recorded on the apps row, so a new worker
+    /// knows it too), a mismatched token is deactivated even in a job of its own; before, it is
+    /// kept, as the credentials may be what is wrong. New credentials for another project start
+    /// unproven again.
+    @Test func aProvenProjectsMismatchedTokensAreDeactivatedEvenAlone() async throws {
+        try await WorkerFixture.with { fixture in
+            fixture.emulator.script(token: "tok-stray-1", .senderIDMismatch)
+            fixture.emulator.script(token: "tok-stray-2", .senderIDMismatch)
+            try await fixture.register(["tok-good", "tok-stray-1", "tok-stray-2"])
+            let early = try await fixture.enqueue(users: [2])
+            #expect(try await fixture.withWorker { try await fixture.finished(early).status } == "completed")
+            #expect(try await fixture.deviceState("tok-stray-1") == (true, nil))
+
+            let proof = try await fixture.enqueue(users: [1])
+            #expect(try await fixture.withWorker { try await fixture.finished(proof).status } == "completed")
+            let later = try await fixture.enqueue(users: [2])
+            let other = try await fixture.enqueue(users: [3])
+            let statuses = try await fixture.withWorker { [try await fixture.finished(later).status, try await fixture.finished(other).status] }
+            #expect(statuses == ["completed", "completed"])
+            #expect(try await fixture.deviceState("tok-stray-1") == (false, "sender_id_mismatch"))
+            #expect(try await fixture.deviceState("tok-stray-2") == (false, "sender_id_mismatch"))
+
+            let proven = try await fixture.sql { client in
+                _ = try await client.query("UPDATE apps SET fcm_project_id = 'moved-project' WHERE id = \(fixture.appID)")
+                return try await DeliveryQueue(client: client, worker: "t", lease: .seconds(30), logger: workerLogger).jobs([later]).map(\.projectProven)
+            }
+            #expect(proven == [false])
+        }
+    }
+
+    /// THIRD_PARTY_AUTH_ERROR is about one platform's credentials in Firebase: those devices
+    /// fail and are kept, however many, and the job's other devices are still sent.
+    @Test func thirdPartyAuthErrorsFailTheirDevicesOnly() async throws {
+        try await WorkerFixture.with { fixture in
+            let iOS = (1...12).map { "tok-ios-\($0)" }
+            for token in iOS { fixture.emulator.script(token: token, .thirdPartyAuthError) }
+            try await fixture.register(iOS, platform: "ios")
+            try await fixture.register(["tok-z-android"], users: [13])
+            var configuration = fixture.configuration
+            configuration.concurrency = 4
+            let job = try await fixture.enqueue(users: Array(1...13))
+            let status = try await fixture.withWorker(configuration) { try await fixture.finished(job).status }
+            #expect(status == "completed")
+            let rows = try await fixture.deliveries(job)
+            #expect(rows["tok-z-android"]?.status == "sent")
+            #expect(iOS.allSatisfy { rows[$0]?.errorCode == "THIRD_PARTY_AUTH_ERROR" })
+            for token in iOS { #expect(try await fixture.deviceState(token) == (true, nil)) }
         }
     }
 
