@@ -82,7 +82,7 @@ struct DeliveryPolicy {
             let attempt = claimed.attempts + 1
             guard attempt < maxAttempts else { return Decision(result: final("failed", code, message)) }
             // The server's Retry-After wins; without it, quota errors back off from a minute.
-            let delay = retryAfter ?? Self.backoff(attempt: attempt, quota: quota)
+            let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
             let retry = DeliveryQueue.Result(claimed, status: "pending", errorCode: code,
                                              errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
                                              nextAttempt: now.addingTimeInterval(Self.seconds(delay)))
@@ -95,12 +95,17 @@ struct DeliveryPolicy {
         return job.projectProven || provenProjects.contains(Project(appID: job.appID, projectID: account.projectID))
     }
 
-    /// 1 s, 2 s, 4 s … with ±50 % jitter, capped at five minutes; quota errors start at a minute.
+    /// 1 s, 2 s, 4 s … with ±50 % jitter, at most five minutes; quota errors wait at least a
+    /// minute (60 s, 120 s … jittered upwards only).
     static func backoff(attempt: Int, quota: Bool) -> Duration {
         let base = (quota ? 60.0 : 1.0) * pow(2, Double(max(0, attempt - 1)))
-        let jittered = min(base, 300) * Double.random(in: 0.5...1.5)
+        let jittered = min(max(base * Double.random(in: 0.5...1.5), quota ? 60 : 0), 300)
         return .milliseconds(Int(jittered * 1000))
     }
+
+    /// The server's `Retry-After` is honoured up to an hour, so that a delivery's retries stay
+    /// bounded in time as well as in number.
+    static let longestRetryAfter: Duration = .seconds(3600)
 
     static func seconds(_ duration: Duration) -> TimeInterval {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18

@@ -386,7 +386,8 @@ public struct Dispatcher: Service {
             ])
         }
         if let pause = decision.pauseApp {
-            state.pausedApps[job.appID] = ContinuousClock.now + pause
+            // A later answer with a shorter wait does not cut an earlier pause short.
+            state.pausedApps[job.appID] = max(state.pausedApps[job.appID] ?? .now, .now + pause)
             logger.warning("FCM quota exceeded, slowing the app down", metadata: ["push.app": "\(job.appCode)", "push.pause": "\(pause)"])
         }
         if let proved = decision.proved { outbox.add { $0.provenProjects.append(proved) } }
