@@ -99,6 +99,15 @@ struct EnqueueRefusalTests {
                     try await jobs.enqueue(appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false)
                 }
             }
+            // An unset variable in a cron line must not become a key that swallows every later run.
+            for key in ["", String(repeating: "k", count: 201)] {
+                for userIDs: [Int64]? in [[1], nil] {
+                    await #expect(throws: EnqueueRejected(description: "idempotency key must be 1 to 200 characters (leave it out for none)")) {
+                        try await jobs.enqueue(appCode: "wowa", userIDs: userIDs, platforms: nil, message: "{}", idempotencyKey: key, sendAt: nil,
+                                               dryRun: false)
+                    }
+                }
+            }
             await #expect(throws: EnqueueRejected.self) {
                 try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: "not json", idempotencyKey: nil, sendAt: nil, dryRun: false)
             }
