@@ -135,21 +135,25 @@ public struct DeviceRegistry: Sendable {
         }
     }
 
-    /// Soft-deactivates the user's device (reason `logout`). Idempotent: an already inactive
+    /// Soft-deactivates the user's device (reason `logout`), and with it the same user's other
+    /// active tokens on that `deviceId`: a logout racing a token refresh wins (the refresh's new
+    /// row would otherwise keep the logged-out phone receiving). Idempotent: an already inactive
     /// device is fine. Returns false when the id is not one of this user's devices in this app.
     public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: String = "logout", logger: Logger) async throws -> Bool {
-        let updated = try await client.query(
+        let rows = try await client.query(
             """
-            UPDATE push_devices
-               SET is_active = false, deactivated_at = now(), deactivation_reason = \(reason), updated_at = now()
-             WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID) AND is_active
-            RETURNING id
+            WITH target AS (
+                SELECT id, device_id FROM push_devices WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID)),
+            deactivated AS (
+                UPDATE push_devices d
+                   SET is_active = false, deactivated_at = now(), deactivation_reason = \(reason), updated_at = now()
+                  FROM target t
+                 WHERE d.user_id = \(userID) AND d.app_id = \(appID) AND d.is_active
+                   AND (d.id = t.id OR d.device_id = t.device_id)
+                RETURNING d.id)
+            SELECT EXISTS (SELECT 1 FROM target), (SELECT count(*) FROM deactivated)
             """, logger: logger)
-        for try await _ in updated.decode(Int64.self) { return true }
-        let existing = try await client.query(
-            "SELECT EXISTS (SELECT 1 FROM push_devices WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID))",
-            logger: logger)
-        for try await exists in existing.decode(Bool.self) { return exists }
+        for try await (exists, _) in rows.decode((Bool, Int64).self) { return exists }
         return false
     }
 

@@ -112,6 +112,24 @@ struct DeviceRegistryTests {
         }
     }
 
+    /// A logout that arrives after a token refresh it raced (the app still held the old row's
+    /// id) wins: the refreshed token on that device goes too, the user's other devices stay.
+    @Test func aLogoutWinsOverTheRefreshItRaced() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let old = try await registry.register(registration("tok-before-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger).device
+            _ = try await registry.register(registration("tok-after-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("tok-tablet", deviceID: "tablet-1"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("tok-other-user", deviceID: "phone-2"), userID: 2, appID: app, logger: testLogger)
+            #expect(try await registry.deactivate(deviceID: old.id, userID: 1, appID: app, logger: testLogger))
+            #expect(try await rows(client, token: "tok-before-refresh").map { $0.2 } == ["replaced"])
+            #expect(try await rows(client, token: "tok-after-refresh").map { $0.2 } == ["logout"])
+            #expect(try await rows(client, token: "tok-tablet").map { $0.1 } == [true])
+            #expect(try await rows(client, token: "tok-other-user").map { $0.1 } == [true])
+        }
+    }
+
     @Test func registeringAgainAfterLogoutReactivatesTheRow() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
