@@ -11,14 +11,14 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
     /// until the credentials change.
     case refused(String)
     case unreadablePrivateKey
-    /// 5xx, 408, 429 or a transport failure: worth retrying later.
-    case transient(String)
+    /// 5xx, 408, 429 or a transport failure: worth retrying, not before `retryAfter` when known.
+    case transient(String, retryAfter: Duration? = nil)
 
     public var description: String {
         switch self {
         case .refused(let reason): "token endpoint refused the credentials: \(reason)"
         case .unreadablePrivateKey: "the service account's private key cannot be read"
-        case .transient(let reason): "token endpoint unavailable: \(reason)"
+        case .transient(let reason, _): "token endpoint unavailable: \(reason)"
         }
     }
 
@@ -31,7 +31,8 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
 /// One OAuth2 access token per service account, shared by every send of this process:
 /// reused until shortly before it expires, refreshed by one caller while the others wait for
 /// that refresh (never minted in parallel), dropped after a 401 from FCM. A refused credential
-/// is remembered for a while so the token endpoint is not hammered.
+/// is remembered for a while, and an unavailable endpoint is backed off from (1 s doubling to a
+/// minute, or its Retry-After), so the token endpoint is never hammered.
 public actor AccessTokenCache {
     struct Key: Hashable {
         let clientEmail: String
@@ -46,6 +47,7 @@ public actor AccessTokenCache {
         case valid(token: String, refreshAfter: ContinuousClock.Instant)
         case refreshing([CheckedContinuation<String, any Error>])
         case refused(AccessTokenError, until: ContinuousClock.Instant)
+        case unavailable(reason: String, until: ContinuousClock.Instant, failures: Int)
     }
 
     private var entries: [Key: Entry] = [:]
@@ -75,8 +77,12 @@ public actor AccessTokenCache {
             }
         case .refused(let error, let until) where ContinuousClock.now < until:
             throw error
+        case .unavailable(let reason, let until, _) where ContinuousClock.now < until:
+            throw AccessTokenError.transient(reason, retryAfter: until - ContinuousClock.now)
+        case .unavailable(_, _, let failures):
+            return try await refresh(key, account, failuresBefore: failures)
         default:
-            return try await refresh(key, account)
+            return try await refresh(key, account, failuresBefore: 0)
         }
     }
 
@@ -86,7 +92,7 @@ public actor AccessTokenCache {
         if case .valid(let cached, _) = entries[key], cached == token { entries[key] = nil }
     }
 
-    private func refresh(_ key: Key, _ account: ServiceAccount) async throws -> String {
+    private func refresh(_ key: Key, _ account: ServiceAccount, failuresBefore: Int) async throws -> String {
         entries[key] = .refreshing([])
         onRefresh()
         let result: Result<GoogleTokenExchange.Grant, AccessTokenError>
@@ -104,8 +110,15 @@ public actor AccessTokenCache {
             entries[key] = .valid(token: grant.accessToken, refreshAfter: ContinuousClock.now + lifetime)
             waiters.forEach { $0.resume(returning: grant.accessToken) }
             return grant.accessToken
+        case .failure(.transient(let reason, let retryAfter)):
+            let backoff = Duration.seconds(min(1 << min(failuresBefore, 6), 60))
+            let wait = max(backoff, retryAfter ?? .zero)
+            entries[key] = .unavailable(reason: reason, until: ContinuousClock.now + wait, failures: failuresBefore + 1)
+            let error = AccessTokenError.transient(reason, retryAfter: wait)
+            waiters.forEach { $0.resume(throwing: error) }
+            throw error
         case .failure(let error):
-            entries[key] = error.isPermanent ? .refused(error, until: ContinuousClock.now + refusalMemory) : nil
+            entries[key] = .refused(error, until: ContinuousClock.now + refusalMemory)
             waiters.forEach { $0.resume(throwing: error) }
             throw error
         }
@@ -131,9 +144,11 @@ struct GoogleTokenExchange: Sendable {
         request.body = .bytes(ByteBuffer(string: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"))
         let status: UInt
         let body: ByteBuffer
+        let retryAfter: Duration?
         do {
             let response = try await http.execute(request, timeout: TimeAmount(timeout))
             status = response.status.code
+            retryAfter = response.headers.first(name: "Retry-After").flatMap(SendOutcome.parseRetryAfter)
             body = try await response.body.collect(upTo: 64 * 1024)
         } catch {
             throw AccessTokenError.transient("\(error)")
@@ -148,7 +163,7 @@ struct GoogleTokenExchange: Sendable {
             let seconds = (json["expires_in"] as? Int) ?? (json["expires_in"] as? String).flatMap(Int.init) ?? 3600
             return Grant(accessToken: token, expiresIn: .seconds(seconds))
         case 408, 429, 500...599:
-            throw AccessTokenError.transient("HTTP \(status)")
+            throw AccessTokenError.transient("HTTP \(status)", retryAfter: retryAfter)
         default:
             let error = json["error"] as? String ?? "HTTP \(status)"
             let description = json["error_description"] as? String

@@ -373,7 +373,16 @@ public struct Dispatcher: Service {
             failJob(job.id, reason, state: &state)
             return
         case .failure(let error):
-            outcome = .transient(errorCode: "OAUTH_UNAVAILABLE", message: error.description, retryAfter: nil, quota: false)
+            // Nothing reached FCM: no attempt is spent. The delivery and the app wait for the
+            // token endpoint, whose unavailability the token cache backs off from.
+            let wait = if case .transient(_, let retryAfter?) = error { retryAfter } else { Duration.seconds(1) }
+            let retry = DeliveryQueue.Result(attempt.claimed, status: "pending", errorCode: "OAUTH_UNAVAILABLE",
+                                             errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
+                                             nextAttempt: Date().addingTimeInterval(DeliveryPolicy.seconds(wait)))
+            record(retry, state: &state) { _ in }
+            state.pausedApps[job.appID] = max(state.pausedApps[job.appID] ?? .now, .now + wait)
+            metrics.countSend(app: job.appCode, outcome: "retry")
+            return
         }
         let decision = state.policy.decide(outcome, for: attempt.claimed, job: job)
         record(decision.result, state: &state) { batch in

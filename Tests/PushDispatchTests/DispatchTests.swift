@@ -302,6 +302,29 @@ struct DispatchTests {
         }
     }
 
+    /// The token endpoint unavailable: the worker backs off from it (requests at 0 s, 1 s, 3 s,
+    /// not one per batch), spends no delivery attempt while nothing reaches FCM, and sends
+    /// everything once the endpoint is back.
+    @Test func anUnavailableTokenEndpointIsBackedOffFromWithoutSpendingAttempts() async throws {
+        try await WorkerFixture.with { fixture in
+            let tokens = (1...40).map { "tok-wait-\($0)" }
+            try await fixture.register(tokens)
+            fixture.emulator.failNextTokenRequests(count: 1000)
+            let job = try await fixture.campaign()
+            let (refused, status) = try await fixture.withWorker {
+                try await Task.sleep(for: .milliseconds(3500))
+                let refused = fixture.emulator.stats.rejectedTokenExchanges
+                fixture.emulator.failNextTokenRequests(count: 0)
+                return (refused, try await fixture.finished(job).status)
+            }
+            #expect((2...3).contains(refused), "token requests in 3.5 s: \(refused)")
+            #expect(status == "completed")
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 },
+                    "\(rows.values.map { "\($0.status)/\($0.attempts)" })")
+        }
+    }
+
     @Test func concurrentSendsShareOneTokenRefresh() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...150).map { "tok-many-\($0)" }
