@@ -144,16 +144,16 @@ public struct DeviceRegistry: Sendable {
             """
             WITH target AS (
                 SELECT id, device_id FROM push_devices WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID)),
+            -- Runs whether or not the SELECT reads it, as every data-modifying WITH does.
             deactivated AS (
                 UPDATE push_devices d
                    SET is_active = false, deactivated_at = now(), deactivation_reason = \(reason), updated_at = now()
                   FROM target t
                  WHERE d.user_id = \(userID) AND d.app_id = \(appID) AND d.is_active
-                   AND (d.id = t.id OR d.device_id = t.device_id)
-                RETURNING d.id)
-            SELECT EXISTS (SELECT 1 FROM target), (SELECT count(*) FROM deactivated)
+                   AND (d.id = t.id OR d.device_id = t.device_id))
+            SELECT EXISTS (SELECT 1 FROM target)
             """, logger: logger)
-        for try await (exists, _) in rows.decode((Bool, Int64).self) { return exists }
+        for try await exists in rows.decode(Bool.self) { return exists }
         return false
     }
 

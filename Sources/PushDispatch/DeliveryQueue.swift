@@ -221,7 +221,7 @@ struct DeliveryQueue: Sendable {
             """
             SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
                    a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id,
-                   a.fcm_proven_project_id IS NOT DISTINCT FROM a.fcm_project_id
+                   COALESCE(a.fcm_proven_project_id = a.fcm_project_id, false)
               FROM push_jobs j JOIN apps a ON a.id = j.app_id
              WHERE j.id = ANY(\(ids))
             """, logger: logger)
@@ -233,7 +233,7 @@ struct DeliveryQueue: Sendable {
                 email.flatMap { email in key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) } }
             }
             jobs.append(Job(id: id, appID: app, appCode: code, message: PreparedMessage(messageJSON: message, validateOnly: validateOnly),
-                            account: account, projectProven: proven && project != nil))
+                            account: account, projectProven: proven))
         }
         return jobs
     }

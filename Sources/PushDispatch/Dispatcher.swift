@@ -84,6 +84,11 @@ public struct Dispatcher: Service {
         /// Devices of a taken-over chunk beyond the free capacity, sent as capacity frees up
         /// (their chunk's lease is kept alive meanwhile).
         var heldBack: [DeliveryQueue.Claimed] = []
+
+        /// A later answer with a shorter wait does not cut an earlier pause short.
+        mutating func pause(app: Int64, for wait: Duration) {
+            pausedApps[app] = max(pausedApps[app] ?? .now, .now + wait)
+        }
     }
 
     /// How long a look for due deliveries that found too few holds: retries wait a second or
@@ -380,7 +385,7 @@ public struct Dispatcher: Service {
                                              errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
                                              nextAttempt: Date().addingTimeInterval(DeliveryPolicy.seconds(wait)))
             record(retry, state: &state) { _ in }
-            state.pausedApps[job.appID] = max(state.pausedApps[job.appID] ?? .now, .now + wait)
+            state.pause(app: job.appID, for: wait)
             metrics.countSend(app: job.appCode, outcome: "retry")
             return
         }
@@ -395,8 +400,7 @@ public struct Dispatcher: Service {
             ])
         }
         if let pause = decision.pauseApp {
-            // A later answer with a shorter wait does not cut an earlier pause short.
-            state.pausedApps[job.appID] = max(state.pausedApps[job.appID] ?? .now, .now + pause)
+            state.pause(app: job.appID, for: pause)
             logger.warning("FCM quota exceeded, slowing the app down", metadata: ["push.app": "\(job.appCode)", "push.pause": "\(pause)"])
         }
         if let proved = decision.proved { outbox.add { $0.provenProjects.append(proved) } }
