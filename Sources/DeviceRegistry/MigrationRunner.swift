@@ -124,7 +124,8 @@ public struct MigrationRunner: Sendable {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 throw MigrationError.failed(version: migration.version, message: DatabaseErrorText.describe(error))
             }
-            logger.info("migration applied", metadata: ["push.migration": "\(migration.version)"])
+            // Debug: pushctl migrate already reports what it applied on stdout.
+            logger.debug("migration applied", metadata: ["push.migration": "\(migration.version)"])
             applied.append(migration.version)
         }
         return applied

@@ -12,7 +12,7 @@ func withDatabase<T: Sendable>(_ options: DatabaseOptions, _ body: (PostgresClie
     } catch let error as DatabaseURLError {
         throw CLIError(error.description)
     }
-    let logger = options.logger()
+    let logger = try options.logger()
     // The pool's own chatter (reconnects, early leases) is not for an operator's terminal.
     var backgroundLogger = logger
     backgroundLogger.logLevel = .critical

@@ -8,7 +8,7 @@ struct PushCTL: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushctl",
         abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, the delivery audit, devices, pruning.",
-        discussion: "Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default warning).",
+        discussion: "Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default info).",
         subcommands: [Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Deliveries.self,
                       Devices.self, Prune.self])
 }
@@ -18,7 +18,7 @@ struct DatabaseOptions: ParsableArguments {
     @Option(name: .customLong("database-url"), help: "postgres://user:password@host:port/db (default: DATABASE_URL).")
     var databaseURL: String?
 
-    @Option(help: "trace, debug, info, notice, warning, error or critical (LOG_LEVEL, default warning).")
+    @Option(help: "trace, debug, info, notice, warning, error or critical (LOG_LEVEL, default info).")
     var logLevel: String?
 
     func resolvedURL() throws -> String {
@@ -27,11 +27,12 @@ struct DatabaseOptions: ParsableArguments {
         throw CLIError("DATABASE_URL is not set (or pass --database-url)")
     }
 
-    func logger() -> Logger {
-        let level = (logLevel ?? ProcessInfo.processInfo.environment["LOG_LEVEL"]).flatMap { Logger.Level(rawValue: $0.lowercased()) }
-        var logger = Logger(label: "pushctl") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = level ?? .warning
-        return logger
+    /// The option wins over LOG_LEVEL; a level that is neither is refused rather than ignored.
+    func logger() throws(ConfigurationError) -> Logger {
+        var environment = ProcessInfo.processInfo.environment
+        if let logLevel { environment["LOG_LEVEL"] = logLevel }
+        let level = try EnvironmentSettings(environment, declared: ["LOG_LEVEL"]).logLevel()
+        return Logger(label: "pushctl") { StandardErrorLogHandler(label: $0, level: level ?? .info) }
     }
 }
 

@@ -13,6 +13,8 @@ struct PushCTLTests {
         let first = try await pushctl.run(["migrate"], environment: ["DATABASE_URL": database.url])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("applied: 001_apps, 002_push_devices"))
+        // LOG_LEVEL defaults to info, as for the other programs; stdout already says what was applied.
+        #expect(first.stderr.isEmpty, "\(first.stderr)")
         let second = try await pushctl.run(["migrate", "--database-url", database.url])
         #expect(second.status == 0)
         #expect(second.stdout.hasPrefix("up to date"))
@@ -77,6 +79,8 @@ struct PushCTLTests {
             (["app", "list"], [:], "DATABASE_URL is not set"),
             (["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database at 127.0.0.1:1"),
             (["app", "list"], ["DATABASE_URL": "mysql://nope"], "DATABASE_URL: expected postgres://"),
+            (["app", "add", "--code", "loud", "--name", "Loud", "--log-level", "loud"], env, "LOG_LEVEL: 'loud' is not one of trace, debug"),
+            (["app", "add", "--code", "verbose", "--name", "Verbose"], env.merging(["LOG_LEVEL": "verbose"]) { $1 }, "LOG_LEVEL: 'verbose' is not one of"),
         ]
         for (arguments, environment, message) in cases {
             let result = try await pushctl.run(arguments, environment: environment)
