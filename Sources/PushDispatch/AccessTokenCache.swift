@@ -13,12 +13,15 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
     case unreadablePrivateKey
     /// 5xx, 408, 429 or a transport failure: worth retrying, not before `retryAfter` when known.
     case transient(String, retryAfter: Duration? = nil)
+    /// Unavailable for longer than a delivery may wait: retries are bounded in time too.
+    case outage(String, longerThan: Duration)
 
     public var description: String {
         switch self {
         case .refused(let reason): "token endpoint refused the credentials: \(reason)"
         case .unreadablePrivateKey: "the service account's private key cannot be read"
         case .transient(let reason, _): "token endpoint unavailable: \(reason)"
+        case .outage(let reason, let bound): "token endpoint unavailable for over \(bound.components.seconds) s: \(reason)"
         }
     }
 
@@ -26,13 +29,21 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
         if case .transient = self { return false }
         return true
     }
+
+    /// The delivery log's `error_code` when this error ends a delivery.
+    var errorCode: String {
+        if case .outage = self { return "OAUTH_UNAVAILABLE" }
+        return "OAUTH"
+    }
 }
 
 /// One OAuth2 access token per service account, shared by every send of this process:
 /// reused until shortly before it expires, refreshed by one caller while the others wait for
 /// that refresh (never minted in parallel), dropped after a 401 from FCM. A refused credential
 /// is remembered for a while, and an unavailable endpoint is backed off from (1 s doubling to a
-/// minute, or its Retry-After), so the token endpoint is never hammered.
+/// minute, or its Retry-After), so the token endpoint is never hammered. An endpoint unavailable
+/// for longer than `longestOutage` is reported as permanent until it answers again, so that the
+/// jobs waiting for it end instead of waiting without a bound.
 public actor AccessTokenCache {
     struct Key: Hashable {
         let clientEmail: String
@@ -47,7 +58,7 @@ public actor AccessTokenCache {
         case valid(token: String, refreshAfter: ContinuousClock.Instant)
         case refreshing([CheckedContinuation<String, any Error>])
         case refused(AccessTokenError, until: ContinuousClock.Instant)
-        case unavailable(reason: String, until: ContinuousClock.Instant, failures: Int)
+        case unavailable(reason: String, until: ContinuousClock.Instant, failures: Int, since: ContinuousClock.Instant)
     }
 
     private var entries: [Key: Entry] = [:]
@@ -55,14 +66,16 @@ public actor AccessTokenCache {
     /// Refresh this long before expiry (Google's libraries use 3¾–5 minutes).
     private let refreshMargin: Duration
     private let refusalMemory: Duration
+    private let longestOutage: Duration
     private let onRefresh: @Sendable () -> Void
 
     init(exchange: GoogleTokenExchange, refreshMargin: Duration = .seconds(240), refusalMemory: Duration = .seconds(60),
-         onRefresh: @escaping @Sendable () -> Void = {}) {
+         longestOutage: Duration = .seconds(3600), onRefresh: @escaping @Sendable () -> Void = {}) {
         self.exchange = exchange
         self.onRefresh = onRefresh
         self.refreshMargin = refreshMargin
         self.refusalMemory = refusalMemory
+        self.longestOutage = longestOutage
     }
 
     public func token(for account: ServiceAccount) async throws -> String {
@@ -77,13 +90,18 @@ public actor AccessTokenCache {
             }
         case .refused(let error, let until) where ContinuousClock.now < until:
             throw error
-        case .unavailable(let reason, let until, _) where ContinuousClock.now < until:
-            throw AccessTokenError.transient(reason, retryAfter: until - ContinuousClock.now)
-        case .unavailable(_, _, let failures):
-            return try await refresh(key, account, failuresBefore: failures)
+        case .unavailable(let reason, let until, _, let since) where ContinuousClock.now < until:
+            throw unavailable(reason, until: until, since: since)
+        case .unavailable(_, _, let failures, let since):
+            return try await refresh(key, account, failuresBefore: failures, unavailableSince: since)
         default:
-            return try await refresh(key, account, failuresBefore: 0)
+            return try await refresh(key, account, failuresBefore: 0, unavailableSince: nil)
         }
+    }
+
+    private func unavailable(_ reason: String, until: ContinuousClock.Instant, since: ContinuousClock.Instant) -> AccessTokenError {
+        let now = ContinuousClock.now
+        return now - since > longestOutage ? .outage(reason, longerThan: longestOutage) : .transient(reason, retryAfter: until - now)
     }
 
     /// FCM answered 401 to `token`: the next caller mints a new one (unless someone already did).
@@ -92,7 +110,8 @@ public actor AccessTokenCache {
         if case .valid(let cached, _) = entries[key], cached == token { entries[key] = nil }
     }
 
-    private func refresh(_ key: Key, _ account: ServiceAccount, failuresBefore: Int) async throws -> String {
+    private func refresh(_ key: Key, _ account: ServiceAccount, failuresBefore: Int,
+                         unavailableSince: ContinuousClock.Instant?) async throws -> String {
         entries[key] = .refreshing([])
         onRefresh()
         let result: Result<GoogleTokenExchange.Grant, AccessTokenError>
@@ -112,9 +131,9 @@ public actor AccessTokenCache {
             return grant.accessToken
         case .failure(.transient(let reason, let retryAfter)):
             let backoff = Duration.seconds(min(1 << min(failuresBefore, 6), 60))
-            let wait = max(backoff, retryAfter ?? .zero)
-            entries[key] = .unavailable(reason: reason, until: ContinuousClock.now + wait, failures: failuresBefore + 1)
-            let error = AccessTokenError.transient(reason, retryAfter: wait)
+            let since = unavailableSince ?? ContinuousClock.now, until = ContinuousClock.now + max(backoff, retryAfter ?? .zero)
+            entries[key] = .unavailable(reason: reason, until: until, failures: failuresBefore + 1, since: since)
+            let error = unavailable(reason, until: until, since: since)
             waiters.forEach { $0.resume(throwing: error) }
             throw error
         case .failure(let error):

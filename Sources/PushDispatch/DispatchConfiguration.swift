@@ -20,6 +20,9 @@ public struct DispatchConfiguration: Sendable {
     /// Every FCM and token request's deadline; it also bounds a graceful shutdown's drain.
     public var requestTimeout: Duration = .seconds(10)
     public var maxAttempts: Int = 5
+    /// How long deliveries wait for an unavailable token endpoint before their jobs fail: FCM's
+    /// own retries are bounded by attempts, these (which spend none) by time.
+    public var longestTokenOutage: Duration = .seconds(3600)
     public var pollInterval: Duration = .seconds(1)
     public var workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
 

@@ -26,7 +26,7 @@ public struct Dispatcher: Service {
         self.queue = DeliveryQueue(client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger)
         self.tokens = AccessTokenCache(
             exchange: GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: configuration.requestTimeout),
-            onRefresh: { metrics.oauthRefreshes.increment() })
+            longestOutage: configuration.longestTokenOutage, onRefresh: { metrics.oauthRefreshes.increment() })
         self.fcm = fcm
         self.metrics = metrics
         self.logger = logger
@@ -374,7 +374,7 @@ public struct Dispatcher: Service {
             if let duration = attempt.duration { metrics.fcmLatency.record(duration) }
         case .failure(let error) where error.isPermanent:
             let reason = "app \(job.appCode): \(error)"
-            finish(attempt.claimed, job: job, status: "failed", code: "OAUTH", message: reason, state: &state)
+            finish(attempt.claimed, job: job, status: "failed", code: error.errorCode, message: reason, state: &state)
             failJob(job.id, reason, state: &state)
             return
         case .failure(let error):

@@ -325,6 +325,30 @@ struct DispatchTests {
         }
     }
 
+    @Test func aTokenEndpointOutageLongerThanTheBoundFailsTheJobAndEndsWhenItAnswers() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register((1...5).map { "tok-outage-\($0)" })
+            fixture.emulator.failNextTokenRequests(count: 1000)
+            var configuration = fixture.configuration
+            configuration.longestTokenOutage = .seconds(2)
+            let job = try await fixture.campaign()
+            let (ended, later) = try await fixture.withWorker(configuration) {
+                let ended = try await fixture.finished(job)
+                // Once it answers again (after the cache's backoff), jobs go through.
+                fixture.emulator.failNextTokenRequests(count: 0)
+                try await Task.sleep(for: .seconds(5))
+                let later = try await fixture.campaign()
+                return (ended, try await fixture.finished(later).status)
+            }
+            #expect(ended.status == "failed")
+            #expect(ended.error?.contains("app wowa: token endpoint unavailable for over 2 s: HTTP 503") == true, "\(ended.error ?? "")")
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 5 && rows.values.allSatisfy { $0.status == "failed" && $0.errorCode == "OAUTH_UNAVAILABLE" && $0.attempts == 0 },
+                    "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
+            #expect(later == "completed")
+        }
+    }
+
     @Test func concurrentSendsShareOneTokenRefresh() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...150).map { "tok-many-\($0)" }
