@@ -7,6 +7,7 @@ import NIOHPACK
 import NIOHTTP2
 import NIOSSL
 import NIOTLS
+import Synchronization
 
 /// The emulator's TLS connections. HTTP/1.1 is Hummingbird's. HTTP/2 is served on the connection's
 /// frames (`HTTP2RequestsHandler`): sends are answered where their frames arrive, without the child
@@ -25,16 +26,18 @@ struct EmulatorServerChannel: HTTPChannelHandler {
     private let http1: HTTP1Channel
     private let sslContext: NIOSSLContext
     private let send: SendEndpoint
+    private let recycling: ConnectionRecycling
     private let router: any HTTPResponder<BasicRequestContext>
 
-    init(tlsConfiguration: TLSConfiguration, send: SendEndpoint, router: any HTTPResponder<BasicRequestContext>,
-         responder: @escaping HTTPChannelHandler.Responder) throws {
+    init(tlsConfiguration: TLSConfiguration, send: SendEndpoint, recycling: ConnectionRecycling,
+         router: any HTTPResponder<BasicRequestContext>, responder: @escaping HTTPChannelHandler.Responder) throws {
         var tlsConfiguration = tlsConfiguration
         tlsConfiguration.applicationProtocols = NIOHTTP2SupportedALPNProtocols
         self.sslContext = try NIOSSLContext(configuration: tlsConfiguration)
         self.responder = responder
         self.http1 = HTTP1Channel(responder: responder)
         self.send = send
+        self.recycling = recycling
         self.router = router
     }
 
@@ -43,10 +46,12 @@ struct EmulatorServerChannel: HTTPChannelHandler {
             let sync = channel.pipeline.syncOperations
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
             let negotiation = NIOTypedApplicationProtocolNegotiationHandler<NIONegotiatedHTTPVersion<HTTP1Channel.Value, HTTP2Connection>> {
-                [http1, send] result in
+                [http1, send, recycling] result in
                 switch result {
                 case .negotiated("h2"):
-                    channel.eventLoop.makeCompletedFuture { .http2(try HTTP2Connection.configure(channel, send: send)) }
+                    channel.eventLoop.makeCompletedFuture {
+                        .http2(try HTTP2Connection.configure(channel, send: send, streamLimit: recycling.streamsPerConnection))
+                    }
                 case .negotiated("http/1.1"), .fallback:
                     http1.setup(channel: channel, logger: logger).map { .http1_1($0) }
                 case .negotiated:
@@ -83,9 +88,9 @@ struct HTTP2Connection: Sendable {
     private let routed: AsyncStream<RoutedRequest>
 
     /// Called on the channel's event loop.
-    static func configure(_ channel: any Channel, send: SendEndpoint) throws -> HTTP2Connection {
+    static func configure(_ channel: any Channel, send: SendEndpoint, streamLimit: Int?) throws -> HTTP2Connection {
         let (routed, continuation) = AsyncStream.makeStream(of: RoutedRequest.self)
-        let handler = HTTP2RequestsHandler(send: send, routed: continuation)
+        let handler = HTTP2RequestsHandler(send: send, streamLimit: streamLimit, routed: continuation)
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: HTTP2RequestsHandler.settings))
         try sync.addHandler(handler)
@@ -168,6 +173,9 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     }
 
     private let send: SendEndpoint
+    /// GOAWAY after this many streams (ConnectionRecycling).
+    private let streamLimit: Int?
+    private var streamCount = 0
     private let routed: AsyncStream<RoutedRequest>.Continuation
     /// Streams whose request is still arriving.
     private var streams: [HTTP2StreamID: Stream] = [:]
@@ -180,8 +188,9 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     private var goingAway = false
     private var closing = false
 
-    init(send: SendEndpoint, routed: AsyncStream<RoutedRequest>.Continuation) {
+    init(send: SendEndpoint, streamLimit: Int?, routed: AsyncStream<RoutedRequest>.Continuation) {
         self.send = send
+        self.streamLimit = streamLimit
         self.routed = routed
     }
 
@@ -195,11 +204,18 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         switch frame.payload {
         case .headers(let headers):
             if streams[id] == nil && arrived[id] == nil {
-                // A new stream (trailers find theirs). After GOAWAY NIOHTTP2Handler refuses those
-                // above its last stream id, and the id the final GOAWAY repeats must not grow.
-                guard !goingAway else { return }
+                // A new stream (trailers find theirs). Once going away, streams the client opened
+                // before it saw the GOAWAY are refused: it may send them again elsewhere (RFC 9113
+                // §8.7), and NIOHTTP2Handler drops the rest of a reset stream's frames.
+                guard !goingAway else {
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.refusedStream))), promise: nil)
+                    needsFlush = true
+                    return
+                }
                 streams[id] = Self.stream(from: headers.headers)
                 lastStreamID = max(lastStreamID, id)
+                streamCount += 1
+                if let streamLimit, streamCount >= streamLimit { goAway(context: context) }
             }
             if headers.endStream { requestEnded(id, context: context) }
         case .data(let data):
@@ -257,11 +273,26 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         }
     }
 
-    /// GOAWAY: no new streams; the connection closes once the open ones are answered.
+    /// GOAWAY as servers end connections gracefully (RFC 9113 §6.8): first one with the highest
+    /// possible stream id, after which streams the client had already sent are refused here
+    /// (RST_STREAM REFUSED_STREAM); the final one, naming the last stream handled, once the open
+    /// ones are answered.
+    ///
+    /// The first is written below NIOHTTP2Handler, which so does not learn of it: once it has
+    /// sent a GOAWAY it refuses a later stream's HEADERS itself, then takes that stream's DATA
+    /// for a protocol error and ends the connection, the answers still owed with it. A stream
+    /// we reset ourselves is one it remembers, and it drops that stream's DATA quietly.
     private func goAway(context: ChannelHandlerContext) {
         guard !goingAway else { return }
         goingAway = true
-        context.writeAndFlush(wrapOutboundOut(goAwayFrame), promise: nil)
+        guard let below = try? context.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self) else { return }
+        var frame = context.channel.allocator.buffer(capacity: 17)
+        frame.writeInteger(UInt32(8) << 8 | 0x7)  // 24-bit length 8, type GOAWAY
+        frame.writeInteger(UInt8(0))  // flags
+        frame.writeInteger(UInt32(0))  // stream 0
+        frame.writeInteger(UInt32(Int32.max))  // last stream id
+        frame.writeInteger(UInt32(0))  // NO_ERROR
+        below.writeAndFlush(NIOAny(frame), promise: nil)
         closeIfDrained(context: context)
     }
 
@@ -338,15 +369,17 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         context.eventLoop.assumeIsolated().execute { [self] in closeIfDrained(context: context) }
     }
 
-    /// Closes a connection that is going away once its last answer is on the wire: a final GOAWAY
-    /// goes after it, and the close waits for that write (closing at once would drop what NIOHTTP2Handler
-    /// and TLS still hold).
+    /// Ends a connection that is going away once its last answer is on the wire: a final GOAWAY
+    /// goes after it, then only our side closes (TLS close_notify, FIN) and the client closes its
+    /// own. Closing both at once would reset the connection while the client still sends (its
+    /// WINDOW_UPDATEs, streams it wrote before the GOAWAY reached it), and a reset discards the
+    /// answers it has not read yet. A client that never closes is closed on after a few seconds.
     private func closeIfDrained(context: ChannelHandlerContext) {
         guard goingAway, !closing, streams.isEmpty, arrived.isEmpty, context.channel.isActive else { return }
         closing = true
-        let written = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(goAwayFrame), promise: written)
-        written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(goAwayFrame), promise: nil)
+        context.close(mode: .output, promise: nil)
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(5)) { context.close(promise: nil) }
     }
 
     private var goAwayFrame: HTTP2Frame {
@@ -367,5 +400,24 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
                       promise: nil)
         connectionUnacknowledgedBytes = 0
         needsFlush = true
+    }
+}
+
+/// When HTTP/2 connections are ended with GOAWAY: Google's front ends do it now and then, and a
+/// client must send the streams above the GOAWAY's last stream id again (RFC 9113 §6.8).
+/// A new limit applies to connections opened after it is set.
+final class ConnectionRecycling: Sendable {
+    private let limit: Atomic<Int>
+
+    init(streamsPerConnection: Int?) {
+        limit = Atomic(streamsPerConnection ?? 0)
+    }
+
+    var streamsPerConnection: Int? {
+        get {
+            let value = limit.load(ordering: .relaxed)
+            return value > 0 ? value : nil
+        }
+        set { limit.store(newValue ?? 0, ordering: .relaxed) }
     }
 }

@@ -27,6 +27,9 @@ public struct FCMEmulator: Service {
         /// Where to write the CA certificate (PEM). Nil writes it to a fresh temporary directory that is removed
         /// when the emulator stops.
         public var caFilePath: String?
+        /// An HTTP/2 connection gets GOAWAY after this many streams, as Google's front ends end
+        /// connections now and then; nil never does. Changeable while running.
+        public var streamsPerConnection: Int?
 
         public init(
             host: String = "127.0.0.1",
@@ -36,7 +39,8 @@ public struct FCMEmulator: Service {
             serviceAccounts: [ServiceAccount] = [],
             prefixRules: [PrefixRule] = [],
             retainedMessageLimit: Int = 1000,
-            caFilePath: String? = nil
+            caFilePath: String? = nil,
+            streamsPerConnection: Int? = nil
         ) {
             self.host = host
             self.port = port
@@ -46,6 +50,7 @@ public struct FCMEmulator: Service {
             self.prefixRules = prefixRules
             self.retainedMessageLimit = retainedMessageLimit
             self.caFilePath = caFilePath
+            self.streamsPerConnection = streamsPerConnection
         }
     }
 
@@ -94,8 +99,8 @@ public struct FCMEmulator: Service {
                 Application(
                     responder: router,
                     server: HTTPServerBuilder { responder in
-                        try EmulatorServerChannel(tlsConfiguration: certificates.serverTLSConfiguration, send: send, router: router,
-                                                  responder: responder)
+                        try EmulatorServerChannel(tlsConfiguration: certificates.serverTLSConfiguration, send: send,
+                                                  recycling: core.recycling, router: router, responder: responder)
                     },
                     configuration: applicationConfiguration,
                     onServerRunning: onServerRunning,
@@ -179,9 +184,11 @@ final class EmulatorCore: Sendable {
     let ledger: DeliveryLedger
     let tokenFaults = TokenEndpointFaults()
     let messageIDs = MessageIDGenerator()
+    let recycling: ConnectionRecycling
 
     init(configuration: FCMEmulator.Configuration) {
         registry = AccountRegistry(tokenLifetime: configuration.tokenLifetime)
+        recycling = ConnectionRecycling(streamsPerConnection: configuration.streamsPerConnection)
         ledger = DeliveryLedger(prefixRules: configuration.prefixRules, retainedMessageLimit: configuration.retainedMessageLimit)
         for account in configuration.serviceAccounts {
             registry.register(account)

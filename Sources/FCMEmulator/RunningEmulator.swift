@@ -60,6 +60,11 @@ public final class RunningEmulator: Sendable {
         core.tokenFaults.failNext(count: count, status: HTTPResponse.Status(code: status))
     }
 
+    /// HTTP/2 connections opened from now on get GOAWAY after `streams` streams; nil: never.
+    public func goAway(afterStreams streams: Int?) {
+        core.recycling.streamsPerConnection = streams
+    }
+
     // MARK: Scripting sends
 
     /// Sends to `token` (`message.token` or `message.fid`) answer with `outcome` from now on; transient outcomes

@@ -102,10 +102,16 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
     @Option(name: .customLong("retain-messages"), help: "How many accepted messages to keep for GET /emulator/messages.")
     var retainedMessages = 1000
 
+    @Option(name: .customLong("streams-per-connection"),
+            help: ArgumentHelp("End each HTTP/2 connection with GOAWAY after N streams, as Google's front ends end connections now and then (default: never).",
+                               valueName: "n"))
+    var streamsPerConnection: Int?
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard tokenLifetime > 0 else { throw ValidationError("--token-lifetime must be positive") }
         guard retainedMessages >= 0 else { throw ValidationError("--retain-messages must not be negative") }
+        if let streamsPerConnection, streamsPerConnection < 1 { throw ValidationError("--streams-per-connection must be at least 1") }
     }
 
     func run() async throws {
@@ -140,7 +146,8 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             tokenLifetime: .seconds(tokenLifetime),
             serviceAccounts: try serviceAccountFiles.map(Self.readServiceAccount),
             prefixRules: try prefixRules.map(Self.parsePrefixRule) + (noDefaultPrefixes ? [] : PrefixRule.standard),
-            retainedMessageLimit: retainedMessages
+            retainedMessageLimit: retainedMessages,
+            streamsPerConnection: streamsPerConnection
         )
         let caURL = URL(fileURLWithPath: caOut).standardizedFileURL
         if configuration.tls {
