@@ -26,7 +26,16 @@ public struct FCMClient: Sendable {
     func send(_ sends: [Send], projectID: String, accessToken: String) async -> [Answer] {
         let path = "\(pool.endpoint.pathPrefix)/v1/projects/\(projectID)/messages:send"
         let requests = sends.map { FCMRequest(path: path, body: $0.message.body(target: $0.target, type: $0.type)) }
-        let results = await pool.execute(requests, authorization: "Bearer \(accessToken)", timeout: timeout)
+        var results = await pool.execute(requests, authorization: "Bearer \(accessToken)", timeout: timeout)
+        // Streams the server refused unhandled (above a GOAWAY's last stream id, or reset with
+        // REFUSED_STREAM: RFC 9113 §6.8, §8.7) go out once more at once, on another connection,
+        // instead of waiting a backoff and spending an attempt. Refused again, they are transient
+        // failures like any other.
+        let refused = results.indices.filter { results[$0].wasRefused }
+        if !refused.isEmpty {
+            let resent = await pool.execute(refused.map { requests[$0] }, authorization: "Bearer \(accessToken)", timeout: timeout)
+            for (index, result) in zip(refused, resent) { results[index] = result }
+        }
         return results.map { result in
             switch result {
             case .success(let response):

@@ -24,19 +24,25 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
     /// TLS chose another protocol than `h2` (ALPN): FCM HTTP v1 here is spoken over HTTP/2 only.
     case notHTTP2(negotiated: String?)
     case connectionClosed(String?)
-    /// The server sent GOAWAY before it handled this stream; it may be sent again safely.
+    /// The server went away (GOAWAY) or reset the stream with REFUSED_STREAM before it handled
+    /// it; it may be sent again safely.
     case refused
     case streamReset(HTTP2ErrorCode)
     case timedOut(Duration)
     case responseTooLarge(Int)
     case malformedResponse(String)
 
+    /// A stream reset with REFUSED_STREAM was not processed (RFC 9113 §8.7), as one a GOAWAY refuses.
+    static func reset(_ code: HTTP2ErrorCode) -> FCMTransportError {
+        code == .refusedStream ? .refused : .streamReset(code)
+    }
+
     var description: String {
         switch self {
         case .connectFailed(let reason): "connect: \(reason)"
         case .notHTTP2(let negotiated): "the server does not speak HTTP/2 over TLS (ALPN chose \(negotiated ?? "nothing"))"
         case .connectionClosed(let reason): "connection closed" + (reason.map { ": \($0)" } ?? "")
-        case .refused: "the server refused the stream (GOAWAY)"
+        case .refused: "the server refused the stream before handling it (GOAWAY or REFUSED_STREAM)"
         case .streamReset(let code): "stream reset by the server (\(code.specName))"
         case .timedOut(let timeout): "no answer within \(timeout)"
         case .responseTooLarge(let limit): "response body over \(limit) bytes"
@@ -46,6 +52,14 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
 }
 
 typealias FCMExchangeResult = Result<FCMResponse, FCMTransportError>
+
+extension FCMExchangeResult {
+    /// The server went away before it handled this request, so it may be sent again safely.
+    var wasRefused: Bool {
+        if case .failure(.refused) = self { return true }
+        return false
+    }
+}
 
 /// A batch of requests for one connection: written with one flush, answered with one promise
 /// once every stream has ended (or failed, or timed out).
@@ -194,7 +208,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             streams[frame.streamID] = stream
             if data.endStream { complete(frame.streamID) }
         case .rstStream(let code):
-            fail(frame.streamID, .streamReset(code))
+            fail(frame.streamID, .reset(code))
         case .goAway(let lastStreamID, let code, _):
             // Streams above lastStreamID were never handled: NIOHTTP2Handler closes them and
             // they fail as `.refused`. Nothing new starts here; the pool opens a new connection.
@@ -226,7 +240,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
-            fail(closed.streamID, closed.reason.map { .streamReset($0) } ?? .malformedResponse("the stream ended without a response"))
+            fail(closed.streamID, closed.reason.map { .reset($0) } ?? .malformedResponse("the stream ended without a response"))
         } else if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, negotiated != "h2" {
             closedReason = .notHTTP2(negotiated: negotiated)
             state.retire()
@@ -240,7 +254,6 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             fail(streamError.streamID, .malformedResponse("\(streamError.baseError)"))
             return
         }
-        lastError = error
         state.retire()
         context.close(promise: nil)
     }

@@ -349,6 +349,21 @@ struct DispatchTests {
         }
     }
 
+    @Test func streamsAGoAwayRefusedAreSentAgainWithoutSpendingAnAttempt() async throws {
+        try await WorkerFixture.with { fixture in
+            try await fixture.register((1...40).map { "tok-goaway-\($0)" })
+            // Each connection ends after 20 streams: a batch of 40 has 20 refused.
+            fixture.emulator.goAway(afterStreams: 20)
+            let job = try await fixture.campaign()
+            let status = try await fixture.withWorker { try await fixture.finished(job).status }
+            #expect(status == "completed")
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 },
+                    "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
+            #expect(fixture.emulator.stats.accepted == 40)
+        }
+    }
+
     @Test func concurrentSendsShareOneTokenRefresh() async throws {
         try await WorkerFixture.with { fixture in
             let tokens = (1...150).map { "tok-many-\($0)" }

@@ -78,22 +78,25 @@ struct FCMStreamsHandlerTests {
 
     @Test func resetsGoAwayAndACloseFailEachStreamAsTransportErrors() throws {
         let harness = try Harness()
-        let answers = try harness.send(3)
+        let answers = try harness.send(4)
         _ = try harness.written()
         try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .rstStream(.internalError)))
-        // GOAWAY: stream 3 was handled (its answer may still come), 5 never was.
-        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: 3, errorCode: .noError, opaqueData: nil)))
+        // REFUSED_STREAM: never handled (RFC 9113 §8.7), as a stream above a GOAWAY's last id.
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 3, payload: .rstStream(.refusedStream)))
+        // GOAWAY: stream 5 was handled (its answer may still come), 7 never was.
+        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: 5, errorCode: .noError, opaqueData: nil)))
         #expect(!harness.state.isUsable)
         // Nothing new starts on a connection that is going away.
         let late = try #require(Harness.results(try harness.send(1)))
         #expect(late[0].failureDescription == "connection closed: the server is going away (GOAWAY NO_ERROR)")
         #expect(try harness.written().isEmpty)
         #expect(harness.channel.isActive)
-        try harness.answer(3, status: 200, body: "{}")
+        try harness.answer(5, status: 200, body: "{}")
         let results = try #require(Harness.results(answers))
         #expect(results[0].failureDescription == "stream reset by the server (INTERNAL_ERROR)")
-        #expect((try? results[1].get())?.status == 200)
-        #expect(results[2].failureDescription == "the server refused the stream (GOAWAY)")
+        #expect(results.map(\.wasRefused) == [false, true, false, true])
+        #expect((try? results[2].get())?.status == 200)
+        #expect(results[3].failureDescription == "the server refused the stream before handling it (GOAWAY or REFUSED_STREAM)")
         // Its last stream has ended: the connection is closed, not left open.
         #expect(!harness.channel.isActive)
 
