@@ -30,21 +30,27 @@ struct PayloadViolation: Error, Equatable {
     var message: String
     var field: String
     var description: String
+    /// Whether the answer carries an FcmError detail. Google's API front end refuses a body it
+    /// cannot decode into a Message (not JSON, unknown names, wrong types, two targets, too big)
+    /// with a BadRequest detail only; FCM itself adds its FcmError.
+    var fromFCM: Bool
 
-    init(_ message: String, field: String, description: String? = nil) {
+    init(_ message: String, field: String, description: String? = nil, fromFCM: Bool = false) {
         self.message = message
         self.field = field
         self.description = description ?? message
+        self.fromFCM = fromFCM
     }
 
-    static let invalidRegistrationToken = PayloadViolation(
-        "The registration token is not a valid FCM registration token",
-        field: "message.token"
-    )
+    /// A `token` (or `fid`) FCM cannot deliver to; `field` is `message.token` or `message.fid`.
+    static func invalidRegistrationToken(field: String) -> PayloadViolation {
+        PayloadViolation("The registration token is not a valid FCM registration token", field: field, fromFCM: true)
+    }
 }
 
 /// Validates `{"message": {...}, "validate_only": bool}` the way FCM HTTP v1 does, for the rules fcm-protocol.md
 /// §2 lists: one target, no unknown fields, string-to-string data without reserved keys, 4096-byte messages.
+/// As in every Google JSON API, a field may be named in snake_case or in lowerCamelCase (`fcm_options`, `fcmOptions`).
 enum MessageValidator {
     static let messageSizeLimit = 4096
     static let targetFields = ["token", "topic", "condition", "fid"]
@@ -52,25 +58,35 @@ enum MessageValidator {
         "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "token", "topic", "condition", "fid",
     ]
     static let notificationFields: Set<String> = ["title", "body", "image"]
-    static let objectFields = ["android", "webpush", "apns", "fcm_options"]
+    /// The fields of the platform objects (AndroidConfig, ApnsConfig, WebpushConfig, FcmOptions);
+    /// what lies deeper (their notifications, the APNs payload) is not checked.
+    static let objectFields: [String: Set<String>] = [
+        "android": ["collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
+                    "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"],
+        "apns": ["headers", "payload", "fcm_options", "live_activity_token"],
+        "webpush": ["headers", "data", "notification", "fcm_options"],
+        "fcm_options": ["analytics_label"],
+    ]
 
     static func validate(_ body: ByteBuffer) throws(PayloadViolation) -> SendRequest {
-        guard let root = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] else {
+        guard let decoded = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] else {
             throw PayloadViolation("Invalid JSON payload received. Expected a JSON object.", field: "")
         }
-        try rejectUnknownNames(in: root, allowed: ["message", "validate_only"], at: nil)
+        let root = try fieldsBySnakeCaseName(decoded, allowed: ["message", "validate_only"], at: nil)
         let validateOnly = try validateOnlyFlag(root["validate_only"])
-        guard let message = root["message"] as? [String: Any] else {
+        guard let object = root["message"] as? [String: Any] else {
             throw PayloadViolation("Invalid value at 'message': the message must be a JSON object.", field: "message")
         }
-        try rejectUnknownNames(in: message, allowed: messageFields, at: "message")
+        let message = try fieldsBySnakeCaseName(object, allowed: messageFields, at: "message")
         let target = try target(of: message)
         if let data = message["data"] { try validateData(data) }
         if let notification = message["notification"] { try validateNotification(notification) }
-        for field in objectFields where message[field] != nil {
-            guard message[field] is [String: Any] else {
+        for (field, allowed) in objectFields.sorted(by: { $0.key < $1.key }) {
+            guard let value = message[field] else { continue }
+            guard let object = value as? [String: Any] else {
                 throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
             }
+            _ = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)")
         }
         // A body under the limit cannot hold a message over it, so the common case skips re-encoding.
         if body.readableBytes > messageSizeLimit, encodedSize(of: message) > messageSizeLimit {
@@ -83,13 +99,27 @@ enum MessageValidator {
         return SendRequest(target: target, validateOnly: validateOnly)
     }
 
-    private static func rejectUnknownNames(in object: [String: Any], allowed: Set<String>, at path: String?) throws(PayloadViolation) {
-        guard let unknown = object.keys.sorted().first(where: { !allowed.contains($0) }) else { return }
-        let location = path.map { " at '\($0)'" } ?? ""
-        throw PayloadViolation(
-            "Invalid JSON payload received. Unknown name \"\(unknown)\"\(location): Cannot find field.",
-            field: path ?? ""
-        )
+    /// `object`'s fields keyed by their snake_case names, or the front end's refusal of the first
+    /// name that is not among `allowed` in either spelling.
+    private static func fieldsBySnakeCaseName(_ object: [String: Any], allowed: Set<String>, at path: String?) throws(PayloadViolation) -> [String: Any] {
+        var fields: [String: Any] = [:]
+        for name in object.keys.sorted() {
+            let snake = snakeCase(name)
+            guard allowed.contains(snake) else {
+                let location = path.map { " at '\($0)'" } ?? ""
+                throw PayloadViolation("Invalid JSON payload received. Unknown name \"\(name)\"\(location): Cannot find field.", field: path ?? "")
+            }
+            fields[snake] = object[name]
+        }
+        return fields
+    }
+
+    /// `fcmOptions` → `fcm_options`; a name without capitals stays as it is.
+    static func snakeCase(_ name: String) -> String {
+        guard name.contains(where: \.isUppercase) else { return name }
+        return name.reduce(into: "") { result, character in
+            if character.isUppercase { result += "_" + character.lowercased() } else { result.append(character) }
+        }
     }
 
     private static func validateOnlyFlag(_ value: Any?) throws(PayloadViolation) -> Bool {
@@ -103,7 +133,7 @@ enum MessageValidator {
     private static func target(of message: [String: Any]) throws(PayloadViolation) -> MessageTarget {
         let present = targetFields.filter { message[$0] != nil }
         guard let field = present.first else {
-            throw PayloadViolation("Recipient of the message is not set.", field: "message")
+            throw PayloadViolation("Recipient of the message is not set.", field: "message", fromFCM: true)
         }
         guard present.count == 1 else {
             throw PayloadViolation(
@@ -116,13 +146,17 @@ enum MessageValidator {
         }
         switch field {
         case "token", "fid":
-            guard !value.isEmpty, !value.unicodeScalars.contains(where: Self.isWhitespace) else { throw .invalidRegistrationToken }
+            guard !value.isEmpty, !value.unicodeScalars.contains(where: Self.isWhitespace) else {
+                throw .invalidRegistrationToken(field: "message.\(field)")
+            }
             return field == "token" ? .token(value) : .fid(value)
         case "topic":
-            guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.topic'", field: "message.topic") }
+            guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.topic'", field: "message.topic", fromFCM: true) }
             return .topic(value)
         default:
-            guard !value.isEmpty else { throw PayloadViolation("Invalid value at 'message.condition'", field: "message.condition") }
+            guard !value.isEmpty else {
+                throw PayloadViolation("Invalid value at 'message.condition'", field: "message.condition", fromFCM: true)
+            }
             return .condition(value)
         }
     }
@@ -143,10 +177,7 @@ enum MessageValidator {
                 throw PayloadViolation("Invalid value at '\(field)' (TYPE_STRING), \(data[key].map { "\($0)" } ?? "null")", field: field)
             }
             if isReserved(dataKey: key) {
-                throw PayloadViolation(
-                    "Invalid data payload key: \"\(key)\" is reserved.",
-                    field: "message.data[\(index)].key"
-                )
+                throw PayloadViolation("Invalid data payload key: \(key)", field: "message.data[\(index)].key", fromFCM: true)
             }
         }
     }
@@ -161,7 +192,7 @@ enum MessageValidator {
         guard let notification = value as? [String: Any] else {
             throw PayloadViolation("Invalid value at 'message.notification': expected a JSON object.", field: "message.notification")
         }
-        try rejectUnknownNames(in: notification, allowed: notificationFields, at: "message.notification")
+        _ = try fieldsBySnakeCaseName(notification, allowed: notificationFields, at: "message.notification")
         for (key, field) in notification where !(field is String) {
             throw PayloadViolation(
                 "Invalid value at 'message.notification.\(key)' (TYPE_STRING), \(field)",

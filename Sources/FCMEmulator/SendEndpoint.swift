@@ -79,7 +79,7 @@ struct SendEndpoint: Sendable {
             switch ledger.admit(deviceToken: deviceToken, validateOnly: sendRequest.validateOnly) {
             case .fail(let failure):
                 logger.debug("Scripted failure", metadata: ["token": "\(deviceToken.prefix(20))", "failure": "\(failure)"])
-                return .answer(Self.response(for: failure))
+                return .answer(Self.response(for: failure, to: sendRequest.target))
             case .deliver(let scripted):
                 delay = scripted
             }
@@ -128,10 +128,8 @@ struct SendEndpoint: Sendable {
             .badRequest,
             status: "INVALID_ARGUMENT",
             message: violation.message,
-            details: [
-                .badRequest([.init(field: violation.field, description: violation.description)]),
-                .fcmError(errorCode: "INVALID_ARGUMENT"),
-            ]
+            details: [.badRequest([.init(field: violation.field, description: violation.description)])]
+                + (violation.fromFCM ? [.fcmError(errorCode: "INVALID_ARGUMENT")] : [])
         )
     }
 
@@ -140,7 +138,8 @@ struct SendEndpoint: Sendable {
         .notFound, status: "NOT_FOUND", message: "Requested entity was not found.",
         details: [.fcmError(errorCode: "UNREGISTERED")]
     )
-    private static let invalidToken = invalidArgument(.invalidRegistrationToken)
+    private static let invalidToken = invalidArgument(.invalidRegistrationToken(field: "message.token"))
+    private static let invalidFid = invalidArgument(.invalidRegistrationToken(field: "message.fid"))
     private static let senderIDMismatch = GoogleResponses.rpcStatus(
         .forbidden, status: "PERMISSION_DENIED", message: "SenderId mismatch",
         details: [.fcmError(errorCode: "SENDER_ID_MISMATCH")]
@@ -154,10 +153,10 @@ struct SendEndpoint: Sendable {
         details: [.fcmError(errorCode: "INTERNAL")]
     )
 
-    static func response(for failure: ScriptedFailure) -> GoogleResponse {
+    static func response(for failure: ScriptedFailure, to target: MessageTarget) -> GoogleResponse {
         switch failure {
         case .unregistered: unregistered
-        case .invalidToken: invalidToken
+        case .invalidToken: if case .fid = target { invalidFid } else { invalidToken }
         case .senderIDMismatch: senderIDMismatch
         case .thirdPartyAuthError: thirdPartyAuthError
         case .unauthenticated: unauthenticated

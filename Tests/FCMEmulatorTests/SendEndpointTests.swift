@@ -163,32 +163,67 @@ struct SendEndpointTests {
     }
 
     @Test(
-        "invalid messages are 400 INVALID_ARGUMENT with a field violation",
+        "invalid messages are 400 INVALID_ARGUMENT with a field violation, and an FcmError when FCM itself (not the API front end) refused them",
         arguments: [
-            ("token and topic", #"{"message":{"token":"a","topic":"news"}}"#, "message"),
-            ("no target", #"{"message":{"data":{"k":"v"}}}"#, "message"),
-            ("unknown message field", #"{"message":{"token":"a","priority":"high"}}"#, "message"),
-            ("unknown top-level field", #"{"message":{"token":"a"},"dry_run":true}"#, ""),
-            ("non-string data value", #"{"message":{"token":"a","data":{"count":1}}}"#, "message.data[0].value"),
-            ("reserved data key from", #"{"message":{"token":"a","data":{"from":"me"}}}"#, "message.data[0].key"),
-            ("reserved data key google.*", #"{"message":{"token":"a","data":{"a":"1","google.x":"y"}}}"#, "message.data[1].key"),
-            ("reserved data key gcm*", #"{"message":{"token":"a","data":{"gcm.n":"y"}}}"#, "message.data[0].key"),
-            ("unknown notification field", #"{"message":{"token":"a","notification":{"titel":"x"}}}"#, "message.notification"),
-            ("non-object android", #"{"message":{"token":"a","android":"high"}}"#, "message.android"),
-            ("not JSON", "message=hello", ""),
-            ("empty token", #"{"message":{"token":""}}"#, "message.token"),
+            ("token and topic", #"{"message":{"token":"a","topic":"news"}}"#, "message", false),
+            ("no target", #"{"message":{"data":{"k":"v"}}}"#, "message", true),
+            ("unknown message field", #"{"message":{"token":"a","priority":"high"}}"#, "message", false),
+            ("unknown top-level field", #"{"message":{"token":"a"},"dry_run":true}"#, "", false),
+            ("non-string data value", #"{"message":{"token":"a","data":{"count":1}}}"#, "message.data[0].value", false),
+            ("reserved data key from", #"{"message":{"token":"a","data":{"from":"me"}}}"#, "message.data[0].key", true),
+            ("reserved data key google.*", #"{"message":{"token":"a","data":{"a":"1","google.x":"y"}}}"#, "message.data[1].key", true),
+            ("reserved data key gcm*", #"{"message":{"token":"a","data":{"gcm.n":"y"}}}"#, "message.data[0].key", true),
+            ("unknown notification field", #"{"message":{"token":"a","notification":{"titel":"x"}}}"#, "message.notification", false),
+            ("non-object android", #"{"message":{"token":"a","android":"high"}}"#, "message.android", false),
+            ("unknown android field", #"{"message":{"token":"a","android":{"priority":"high","prio":"x"}}}"#, "message.android", false),
+            ("unknown apns field", #"{"message":{"token":"a","apns":{"aps":{}}}}"#, "message.apns", false),
+            ("unknown fcm_options field", #"{"message":{"token":"a","fcmOptions":{"label":"x"}}}"#, "message.fcm_options", false),
+            ("not JSON", "message=hello", "", false),
+            ("empty token", #"{"message":{"token":""}}"#, "message.token", true),
+            ("empty fid", #"{"message":{"fid":""}}"#, "message.fid", true),
         ]
     )
-    func invalidMessage(case name: String, body: String, field: String) async throws {
+    func invalidMessage(case name: String, body: String, field: String, fromFCM: Bool) async throws {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             let accessToken = try await session.accessToken(for: fixture)
             let result = try await session.send(accessToken: accessToken, body: body)
             #expect(result.status == 400, "\(name)")
             #expect(result.rpcStatus == "INVALID_ARGUMENT", "\(name)")
-            #expect(result.fcmErrorCode == "INVALID_ARGUMENT", "\(name)")
+            #expect(result.fcmErrorCode == (fromFCM ? "INVALID_ARGUMENT" : nil), "\(name)")
             #expect(result.violatedFields == [field], "\(name)")
             #expect(session.emulator.stats.accepted == 0)
+        }
+    }
+
+    @Test("a scripted invalid installation id names message.fid, a token message.token")
+    func invalidTargetsNameTheirField() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            session.emulator.script(token: "bad-1", .invalidToken)
+            for field in ["fid", "token"] {
+                let result = try await session.send(accessToken: accessToken, body: #"{"message":{"\#(field)":"bad-1"}}"#)
+                #expect(result.status == 400 && result.fcmErrorCode == "INVALID_ARGUMENT")
+                #expect(result.violatedFields == ["message.\(field)"])
+            }
+        }
+    }
+
+    @Test("fields may be named in lowerCamelCase as in every Google JSON API, and the platform objects' known fields pass")
+    func camelCaseAndPlatformFields() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            let bodies = [
+                #"{"validateOnly":false,"message":{"token":"camel","fcmOptions":{"analyticsLabel":"x"},"notification":{"title":"t"}}}"#,
+                #"{"message":{"token":"snake","fcm_options":{"analytics_label":"x"},"android":{"collapse_key":"c","priority":"high","ttl":"60s","restrictedPackageName":"p","directBootOk":true,"notification":{"channel_id":"x"}},"apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":1}}},"webpush":{"headers":{"TTL":"60"},"data":{"k":"v"},"notification":{"title":"t"}}}}"#,
+            ]
+            for body in bodies {
+                let result = try await session.send(accessToken: accessToken, body: body)
+                #expect(result.status == 200, "\(body): \(result.errorMessage ?? "")")
+            }
+            #expect(session.emulator.stats.accepted == 2)
         }
     }
 
@@ -200,7 +235,8 @@ struct SendEndpointTests {
             let tooBig = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4100))"}"#)
             let result = try await session.send(accessToken: accessToken, body: tooBig)
             #expect(result.status == 400)
-            #expect(result.fcmErrorCode == "INVALID_ARGUMENT")
+            // fcm-protocol.md: a message too big is a 400 without an FcmError.
+            #expect(result.fcmErrorCode == nil)
             #expect(result.errorMessage?.hasPrefix("Message is too big") == true)
             // {"token":"big","data":{"blob":"…"}} is 36 bytes plus the blob.
             let fits = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4096 - 36))"}"#)
