@@ -93,7 +93,8 @@ struct EnqueueRefusalTests {
             let jobs = JobDirectory(client: client, logger: testLogger)
             let refused = [("nope", #"{"notification":{"title":"t"}}"#, #"unknown app code "nope""#),
                            ("wowa", #"{"data":{"k":1}}"#, "message.data.k must be a string"),
-                           ("wowa", #"{"token":"x"}"#, "message must not carry a target (token): the worker adds each device's token")]
+                           ("wowa", #"{"token":"x"}"#, "message must not carry a target (token): the worker adds each device's token"),
+                           ("wowa", #"{"fcm_options":{},"fcmOptions":{}}"#, #"message has both "fcm_options" and "fcmOptions": give one"#)]
             for (app, message, reason) in refused {
                 await #expect(throws: EnqueueRejected(description: reason)) {
                     try await jobs.enqueue(appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false)
@@ -112,6 +113,19 @@ struct EnqueueRefusalTests {
                 try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: "not json", idempotencyKey: nil, sendAt: nil, dryRun: false)
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
+        }
+    }
+
+    /// FCM takes lowerCamelCase field names as well as snake_case ones.
+    @Test func fcmOptionsMayBeSpelledInCamelCase() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            _ = try await addApp(client)
+            let jobs = JobDirectory(client: client, logger: testLogger)
+            for message in [#"{"fcmOptions":{"analyticsLabel":"digest"}}"#, #"{"fcm_options":{"analytics_label":"digest"}}"#] {
+                _ = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil,
+                                           dryRun: false)
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 2)
         }
     }
 
