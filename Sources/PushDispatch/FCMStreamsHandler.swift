@@ -54,7 +54,7 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
 typealias FCMExchangeResult = Result<FCMResponse, FCMTransportError>
 
 extension FCMExchangeResult {
-    /// The server went away before it handled this request, so it may be sent again safely.
+    /// The server refused this request before handling it, so it may be sent again safely.
     var wasRefused: Bool {
         if case .failure(.refused) = self { return true }
         return false
@@ -254,6 +254,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             fail(streamError.streamID, .malformedResponse("\(streamError.baseError)"))
             return
         }
+        lastError = error
         state.retire()
         context.close(promise: nil)
     }

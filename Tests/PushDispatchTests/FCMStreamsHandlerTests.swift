@@ -100,6 +100,13 @@ struct FCMStreamsHandlerTests {
         // Its last stream has ended: the connection is closed, not left open.
         #expect(!harness.channel.isActive)
 
+        // A connection error (TLS, say) ends every stream with its text.
+        struct BrokenRecord: Error, CustomStringConvertible { var description: String { "bad record MAC" } }
+        let broken = try Harness()
+        let cut = try broken.send(1)
+        broken.channel.pipeline.fireErrorCaught(BrokenRecord())
+        #expect(try #require(Harness.results(cut))[0].failureDescription == "connection closed: bad record MAC")
+
         let closing = try Harness()
         let pending = try closing.send(2)
         try closing.answer(1, status: 200, body: "{}")
