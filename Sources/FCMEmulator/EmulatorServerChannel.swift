@@ -285,14 +285,15 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     private func goAway(context: ChannelHandlerContext) {
         guard !goingAway else { return }
         goingAway = true
-        guard let below = try? context.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self) else { return }
-        var frame = context.channel.allocator.buffer(capacity: 17)
-        frame.writeInteger(UInt32(8) << 8 | 0x7)  // 24-bit length 8, type GOAWAY
-        frame.writeInteger(UInt8(0))  // flags
-        frame.writeInteger(UInt32(0))  // stream 0
-        frame.writeInteger(UInt32(Int32.max))  // last stream id
-        frame.writeInteger(UInt32(0))  // NO_ERROR
-        below.writeAndFlush(NIOAny(frame), promise: nil)
+        if let below = try? context.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self) {
+            var frame = context.channel.allocator.buffer(capacity: 17)
+            frame.writeInteger(UInt32(8) << 8 | 0x7)  // 24-bit length 8, type GOAWAY
+            frame.writeInteger(UInt8(0))  // flags
+            frame.writeInteger(UInt32(0))  // stream 0
+            frame.writeInteger(UInt32(Int32.max))  // last stream id
+            frame.writeInteger(UInt32(0))  // NO_ERROR
+            below.writeAndFlush(NIOAny(frame), promise: nil)
+        }
         closeIfDrained(context: context)
     }
 
