@@ -58,14 +58,14 @@ enum MessageValidator {
         "name", "data", "notification", "android", "webpush", "apns", "fcm_options", "token", "topic", "condition", "fid",
     ]
     static let notificationFields: Set<String> = ["title", "body", "image"]
-    /// The fields of the platform objects (AndroidConfig, ApnsConfig, WebpushConfig, FcmOptions);
-    /// what lies deeper (their notifications, the APNs payload) is not checked.
-    static let objectFields: [String: Set<String>] = [
-        "android": ["collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
-                    "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"],
-        "apns": ["headers", "payload", "fcm_options", "live_activity_token"],
-        "webpush": ["headers", "data", "notification", "fcm_options"],
-        "fcm_options": ["analytics_label"],
+    /// The fields of the platform objects (AndroidConfig, ApnsConfig, WebpushConfig, FcmOptions),
+    /// in the order they are checked; what lies deeper (their notifications, the APNs payload) is not.
+    static let objectFields: [(name: String, fields: Set<String>)] = [
+        ("android", ["collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
+                     "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"]),
+        ("apns", ["headers", "payload", "fcm_options", "live_activity_token"]),
+        ("fcm_options", ["analytics_label"]),
+        ("webpush", ["headers", "data", "notification", "fcm_options"]),
     ]
 
     static func validate(_ body: ByteBuffer) throws(PayloadViolation) -> SendRequest {
@@ -81,7 +81,7 @@ enum MessageValidator {
         let target = try target(of: message)
         if let data = message["data"] { try validateData(data) }
         if let notification = message["notification"] { try validateNotification(notification) }
-        for (field, allowed) in objectFields.sorted(by: { $0.key < $1.key }) {
+        for (field, allowed) in objectFields {
             guard let value = message[field] else { continue }
             guard let object = value as? [String: Any] else {
                 throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
