@@ -78,16 +78,26 @@ struct DeliveryPolicy {
         case .unauthenticated:
             return Decision(result: final("failed", "UNAUTHENTICATED", "FCM refused a freshly minted access token"),
                             failJob: "app \(job.appCode): FCM refused a freshly minted access token (UNAUTHENTICATED)")
+        case .noAnswer(let message):
+            return retry(claimed, code: "NO_ANSWER", message: message, retryAfter: nil, quota: false, now: now)
         case .transient(let code, let message, let retryAfter, let quota):
-            let attempt = claimed.attempts + 1
-            guard attempt < maxAttempts else { return Decision(result: final("failed", code, message)) }
-            // The server's Retry-After wins; without it, quota errors back off from a minute.
-            let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
-            let retry = DeliveryQueue.Result(claimed, status: "pending", errorCode: code,
-                                             errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
-                                             nextAttempt: now.addingTimeInterval(Self.seconds(delay)))
-            return Decision(result: retry, pauseApp: quota ? delay : nil)
+            return retry(claimed, code: code, message: message, retryAfter: retryAfter, quota: quota, now: now)
         }
+    }
+
+    /// A transient failure that spent an attempt: retried with a backoff until attempts run out.
+    private func retry(_ claimed: DeliveryQueue.Claimed, code: String, message: String, retryAfter: Duration?, quota: Bool, now: Date) -> Decision {
+        let attempt = claimed.attempts + 1
+        guard attempt < maxAttempts else {
+            return Decision(result: .init(claimed, status: "failed", errorCode: code, errorMessage: String(message.prefix(500)),
+                                          messageID: nil, attempted: true, nextAttempt: now))
+        }
+        // The server's Retry-After wins; without it, quota errors back off from a minute.
+        let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
+        let retry = DeliveryQueue.Result(claimed, status: "pending", errorCode: code,
+                                         errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
+                                         nextAttempt: now.addingTimeInterval(Self.seconds(delay)))
+        return Decision(result: retry, pauseApp: quota ? delay : nil)
     }
 
     private func isProven(_ job: DeliveryQueue.Job) -> Bool {

@@ -17,12 +17,19 @@ public struct DispatchConfiguration: Sendable {
     /// How long a claimed delivery stays ours without a heartbeat: a crashed worker's work is
     /// taken over after at most this long.
     public var lease: Duration = .seconds(30)
-    /// Every FCM and token request's deadline; it also bounds a graceful shutdown's drain.
+    /// The token endpoint's request deadline.
     public var requestTimeout: Duration = .seconds(10)
+    /// An FCM send's deadline. A send that times out may still have been delivered, and is sent
+    /// again: the deadline sits well above FCM's slow tail (seconds) so that the tail does not
+    /// become duplicates; dead connections are found sooner by PING. It also bounds a graceful
+    /// shutdown's drain.
+    public var fcmRequestTimeout: Duration = .seconds(30)
     public var maxAttempts: Int = 5
     /// How long deliveries wait for an unavailable token endpoint before their jobs fail: FCM's
     /// own retries are bounded by attempts, these (which spend none) by time.
     public var longestTokenOutage: Duration = .seconds(3600)
+    /// How long deliveries wait, spending no attempt, while FCM cannot be reached at all.
+    public var longestFCMOutage: Duration = .seconds(3600)
     public var pollInterval: Duration = .seconds(1)
     public var workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
 
@@ -33,7 +40,7 @@ public struct DispatchConfiguration: Sendable {
     /// Every environment variable push-worker reads.
     public static let environmentVariables: Set<String> = [
         "DATABASE_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT",
-        "WORKER_LEASE_SECONDS", "LOG_LEVEL",
+        "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "LOG_LEVEL",
     ]
 
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DispatchConfiguration {
@@ -53,6 +60,7 @@ public struct DispatchConfiguration: Sendable {
         if let concurrency = try settings.integer("WORKER_CONCURRENCY", in: 1...10_000) { configuration.concurrency = concurrency }
         configuration.metricsPort = try settings.integer("METRICS_PORT", in: 0...65535)
         if let lease = try settings.integer("WORKER_LEASE_SECONDS", in: 5...3600) { configuration.lease = .seconds(lease) }
+        if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) { configuration.fcmRequestTimeout = .seconds(timeout) }
         if let level = try settings.logLevel() { configuration.logLevel = level }
         return configuration
     }

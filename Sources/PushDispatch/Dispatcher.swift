@@ -8,8 +8,10 @@ import Synchronization
 
 /// The dispatch loop, as a service: claims deliveries in batches sized to free capacity (due
 /// ones first, then the next devices of due jobs' audiences), sends them concurrently (at most
-/// `concurrency` in flight), and writes the results back in batches. Woken by NOTIFY on `push_jobs`, polling as a fallback. On graceful
-/// shutdown it stops claiming, lets in-flight sends finish and records them.
+/// `concurrency` in flight), settles each answer as it comes (a slow one holds back nothing but
+/// its own slot), and writes the results back in batches. Woken by NOTIFY on `push_jobs`,
+/// polling as a fallback; stops sending while FCM cannot be reached (FCMReachability). On
+/// graceful shutdown it stops claiming, lets in-flight sends finish and records them.
 public struct Dispatcher: Service {
     let configuration: DispatchConfiguration
     let queue: DeliveryQueue
@@ -17,7 +19,7 @@ public struct Dispatcher: Service {
     let fcm: FCMClient
     let metrics: DispatchMetrics
     let logger: Logger
-    let wake = WakeSignal()
+    let inbox = AttemptInbox()
     let outbox = Outbox()
     let inFlight = InFlightDeliveries()
 
@@ -49,7 +51,7 @@ public struct Dispatcher: Service {
                 companions.cancelAll()
             }
         } onGracefulShutdown: {
-            wake.signal()
+            inbox.hintClaim()
         }
         logger.info("dispatcher stopped")
     }
@@ -58,12 +60,12 @@ public struct Dispatcher: Service {
 
     private typealias Claim = (claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, account: ServiceAccount)
 
-    private struct Attempt: Sendable {
+    struct Attempt: Sendable {
         let claimed: DeliveryQueue.Claimed
         let job: DeliveryQueue.Job
-        let result: Result<SendOutcome, AccessTokenError>
-        /// FCM's answer time; nil when there was no answer.
-        let duration: Duration?
+        let result: Result<FCMClient.Answer, AccessTokenError>
+        /// Sent while FCM was thought unreachable, to find out whether it is back.
+        let probe: Bool
     }
 
     /// State owned by the send loop alone.
@@ -72,6 +74,7 @@ public struct Dispatcher: Service {
         var pausedApps: [Int64: ContinuousClock.Instant] = [:]
         var failedJobs: Set<Int64> = []
         var policy: DeliveryPolicy
+        var reachability: FCMReachability
         var databaseFailures = 0
         /// Due jobs with audience left to expand, oldest first, and when they were read.
         var audiences: [DeliveryQueue.Audience] = []
@@ -100,52 +103,73 @@ public struct Dispatcher: Service {
 
     private var stopping: Bool { Task.isShuttingDownGracefully || Task.isCancelled }
 
-    /// Claims deliveries as capacity frees up and sends them; settles each answer in memory.
-    /// It never waits for a write: the writer does those concurrently. Returns, once stopping
-    /// and nothing is in flight, the leases of deliveries held back and never sent.
+    /// Claims deliveries as capacity frees up and sends them; settles each answer in memory as
+    /// it comes. It never waits for a write: the writer does those concurrently. Returns, once
+    /// stopping and nothing is in flight, the leases of deliveries held back and never sent.
     private func dispatchLoop() async -> [DeliveryQueue.Lease] {
-        var state = LoopState(policy: DeliveryPolicy(maxAttempts: configuration.maxAttempts))
+        var state = LoopState(policy: DeliveryPolicy(maxAttempts: configuration.maxAttempts),
+                              reachability: FCMReachability(longestOutage: configuration.longestFCMOutage))
         var running = 0
-        return await withTaskGroup(of: [Attempt].self) { group in
+        // Whether a claim may find something: after one that found less than it asked for, the
+        // next waits for a NOTIFY or the poll interval instead of following every answer.
+        var mayFindMore = true
+        return await withDiscardingTaskGroup { group in
+            group.addTask { await pollTicks() }
             while true {
+                let (attempts, hinted) = inbox.take()
+                mayFindMore = mayFindMore || hinted
+                running -= attempts.count
+                for attempt in attempts {
+                    inFlight.remove(attempt.claimed.lease)
+                    settle(attempt, state: &state)
+                }
                 if stopping && running == 0 { break }
-                var claimedAny = false
+                var progressed = false
                 let free = configuration.concurrency - running
+                let admission = state.reachability.admission(now: .now)
                 // Claiming once half the capacity is free, not a quarter, halves the expansion
                 // statements (each plans for ~0.4 ms besides its rows): ~8 % less database CPU
                 // per delivery, measured, and 512 sends in flight still keep FCM busy.
-                if !stopping && (free >= max(1, configuration.concurrency / 2) || running == 0) {
+                if !stopping && mayFindMore && admission != .closed && (free >= max(1, configuration.concurrency / 2) || running == 0) {
+                    let probe = admission == .probe
                     do {
-                        let batch = try await claimBatch(limit: free, state: &state)
+                        let (batch, exhausted) = try await claimBatch(limit: probe ? 1 : free, state: &state)
+                        mayFindMore = !exhausted
                         running += batch.count
                         for claim in batch { inFlight.insert(claim.claimed.lease) }
-                        // Sent in slices, each on the least busy connection: a slice's slots free up
-                        // when its slowest answer arrives, and no connection gets more than the
-                        // server's stream limit at once.
+                        if probe && !batch.isEmpty { state.reachability.probeSent() }
+                        // Sent in slices, each written to the connections with one flush; every
+                        // answer frees its slot as it comes.
                         for start in stride(from: 0, to: batch.count, by: Self.sendSlice) {
                             let slice = Array(batch[start..<min(start + Self.sendSlice, batch.count)])
-                            group.addTask { await Self.attempt(slice, tokens: tokens, fcm: fcm) }
+                            group.addTask { [inbox, tokens, fcm] in
+                                await Self.attempt(slice, probe: probe, tokens: tokens, fcm: fcm, report: inbox.add)
+                            }
                         }
-                        claimedAny = !batch.isEmpty
+                        progressed = !exhausted
                         state.databaseFailures = 0
                     } catch {
                         state.databaseFailures += 1
                         await backOff(after: error, failures: state.databaseFailures)
                     }
                 }
-                if running > 0 {
-                    if let attempts = await group.next() {
-                        running -= attempts.count
-                        for attempt in attempts {
-                            inFlight.remove(attempt.claimed.lease)
-                            settle(attempt, state: &state)
-                        }
-                    }
-                } else if !claimedAny && !stopping {
-                    await wake.wait(upTo: configuration.pollInterval)
-                }
+                // Claimed only deliveries that needed no send: claim on at once.
+                if progressed && running == 0 && !stopping { continue }
+                await inbox.wait()
             }
+            group.cancelAll()
             return Array(Set(state.heldBack.map(\.lease)))
+        }
+    }
+
+    /// Lets the loop claim at least every poll interval (a scheduled job or a retry falls due
+    /// without a NOTIFY, a probe's time comes); one last hint when cancelled, so it never waits
+    /// for good.
+    private func pollTicks() async {
+        defer { inbox.hintClaim() }
+        while !Task.isCancelled {
+            try? await Task.sleep(for: configuration.pollInterval)
+            inbox.hintClaim()
         }
     }
 
@@ -165,7 +189,8 @@ public struct Dispatcher: Service {
     /// worker, then its expired chunks), then the next devices of due jobs' audiences, as chunks
     /// leased to this worker. Deliveries that need no send (inactive device, job without
     /// credentials or ended meanwhile) are settled here and never reach FCM.
-    private func claimBatch(limit: Int, state: inout LoopState) async throws -> [Claim] {
+    /// `exhausted`: fewer deliveries were found than `limit`.
+    private func claimBatch(limit: Int, state: inout LoopState) async throws -> (claims: [Claim], exhausted: Bool) {
         let now = ContinuousClock.now
         state.pausedApps = state.pausedApps.filter { $0.value > now }
         var claimed = try await takeHeldBack(upTo: limit, state: &state)
@@ -194,11 +219,12 @@ public struct Dispatcher: Service {
             // What is leased already is sent now rather than after its lease; the database's
             // failure shows again on the next claim.
         }
+        let exhausted = claimed.count < limit
         if claimed.count > limit {
             holdBack(claimed[limit...], state: &state)
             claimed.removeLast(claimed.count - limit)
         }
-        guard !claimed.isEmpty else { return [] }
+        guard !claimed.isEmpty else { return ([], exhausted) }
         // New credentials in `apps` take effect within seconds, without a restart.
         let stale = Set(claimed.map(\.jobID)).filter { state.jobs[$0].map { now - $0.loaded > .seconds(5) } ?? true }
         if !stale.isEmpty {
@@ -240,7 +266,7 @@ public struct Dispatcher: Service {
             }
             batch.append((delivery, job, account))
         }
-        return batch
+        return (batch, exhausted)
     }
 
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
@@ -322,62 +348,91 @@ public struct Dispatcher: Service {
     }
 
     /// Sends a claimed batch, a request per delivery, each job's share with its app's access
-    /// token; a 401 gets one token refresh and one more try.
-    private static func attempt(_ batch: [Claim], tokens: AccessTokenCache, fcm: FCMClient) async -> [Attempt] {
+    /// token, and reports each delivery's attempt as its answer comes; a 401 gets one token
+    /// refresh and one more try.
+    private static func attempt(_ batch: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
+                                report: @escaping @Sendable (Attempt) -> Void) async {
         let byJob = Dictionary(grouping: batch, by: { $0.job.id }).values
-        guard byJob.count > 1 else { return await attempt(sameJob: batch, tokens: tokens, fcm: fcm) }
-        return await withTaskGroup(of: [Attempt].self) { group in
-            for claims in byJob { group.addTask { await attempt(sameJob: claims, tokens: tokens, fcm: fcm) } }
-            return await group.reduce(into: []) { $0 += $1 }
+        guard byJob.count > 1 else { return await attempt(sameJob: batch, probe: probe, tokens: tokens, fcm: fcm, report: report) }
+        await withTaskGroup(of: Void.self) { group in
+            for claims in byJob { group.addTask { await attempt(sameJob: claims, probe: probe, tokens: tokens, fcm: fcm, report: report) } }
         }
     }
 
-    private static func attempt(sameJob claims: [Claim], tokens: AccessTokenCache, fcm: FCMClient) async -> [Attempt] {
+    private static func attempt(sameJob claims: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
+                                report: @escaping @Sendable (Attempt) -> Void) async {
         let job = claims[0].job, account = claims[0].account
         let sends = claims.map { FCMClient.Send(message: job.message, target: $0.claimed.token, type: $0.claimed.tokenType) }
-        func failure(_ error: any Error) -> Result<SendOutcome, AccessTokenError> {
-            .failure(error as? AccessTokenError ?? .transient("\(error)"))
+        func failed(_ index: Int, _ error: any Error) {
+            report(Attempt(claimed: claims[index].claimed, job: job, result: .failure(error as? AccessTokenError ?? .transient("\(error)")),
+                           probe: probe))
         }
         let token: String
         do {
             token = try await tokens.token(for: account)
         } catch {
-            return claims.map { Attempt(claimed: $0.claimed, job: job, result: failure(error), duration: nil) }
+            for index in claims.indices { failed(index, error) }
+            return
         }
-        let answers = await fcm.send(sends, projectID: account.projectID, accessToken: token)
-        var attempts = zip(claims, answers).map { claim, answer in
-            Attempt(claimed: claim.claimed, job: job, result: .success(answer.outcome), duration: answer.elapsed)
+        let expired = Mutex<[Int]>([])
+        await fcm.send(sends, projectID: account.projectID, accessToken: token) { index, answer in
+            if case .answered(.unauthenticated, _) = answer {
+                expired.withLock { $0.append(index) }
+            } else {
+                report(Attempt(claimed: claims[index].claimed, job: job, result: .success(answer), probe: probe))
+            }
         }
-        let expired = answers.indices.filter { answers[$0].outcome == .unauthenticated }
-        guard !expired.isEmpty else { return attempts }
+        let refused = expired.withLock { $0 }
+        guard !refused.isEmpty else { return }
         // Expired or revoked: one refresh, one retry. A failed refresh settles only those sends:
         // the others' answers stand (a success must never be sent again).
         await tokens.invalidate(token, for: account)
         do {
             let fresh = try await tokens.token(for: account)
-            let retried = await fcm.send(expired.map { sends[$0] }, projectID: account.projectID, accessToken: fresh)
-            for (index, answer) in zip(expired, retried) {
-                attempts[index] = Attempt(claimed: claims[index].claimed, job: job, result: .success(answer.outcome), duration: answer.elapsed)
+            await fcm.send(refused.map { sends[$0] }, projectID: account.projectID, accessToken: fresh) { index, answer in
+                report(Attempt(claimed: claims[refused[index]].claimed, job: job, result: .success(answer), probe: probe))
             }
         } catch {
-            for index in expired { attempts[index] = Attempt(claimed: claims[index].claimed, job: job, result: failure(error), duration: nil) }
+            for index in refused { failed(index, error) }
         }
-        return attempts
     }
 
     private func settle(_ attempt: Attempt, state: inout LoopState) {
         let job = attempt.job
         let outcome: SendOutcome
         switch attempt.result {
-        case .success(let sent):
-            outcome = sent
-            if let duration = attempt.duration { metrics.fcmLatency.record(duration) }
+        case .success(.answered(let answered, let elapsed)):
+            outcome = answered
+            if let elapsed {
+                metrics.fcmLatency.record(elapsed)
+                state.reachability.answered()
+            } else if attempt.probe {
+                state.reachability.probeInconclusive()
+            }
+        case .success(.notSent(let reason, let unreachable)):
+            let now = ContinuousClock.now
+            switch state.reachability.notSent(unreachable: unreachable, probe: attempt.probe, now: now) {
+            case .retry(let at):
+                // Nothing reached FCM: no attempt is spent; the delivery waits for the breaker.
+                let retry = DeliveryQueue.Result(attempt.claimed, status: "pending", errorCode: unreachable ? "FCM_UNREACHABLE" : "NOT_SENT",
+                                                 errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
+                                                 nextAttempt: Date().addingTimeInterval(DeliveryPolicy.seconds(at - now)))
+                record(retry, state: &state) { _ in }
+                metrics.countSend(app: job.appCode, outcome: "not_sent")
+            case .giveUp(let bound):
+                let message = "FCM unreachable for over \(bound.components.seconds) s: \(reason)"
+                finish(attempt.claimed, job: job, status: "failed", code: "FCM_UNREACHABLE", message: message, state: &state)
+                failJob(job.id, "app \(job.appCode): \(message)", state: &state)
+            }
+            return
         case .failure(let error) where error.isPermanent:
+            if attempt.probe { state.reachability.probeInconclusive() }
             let reason = "app \(job.appCode): \(error)"
             finish(attempt.claimed, job: job, status: "failed", code: error.errorCode, message: reason, state: &state)
             failJob(job.id, reason, state: &state)
             return
         case .failure(let error):
+            if attempt.probe { state.reachability.probeInconclusive() }
             // Nothing reached FCM: no attempt is spent. The delivery and the app wait for the
             // token endpoint, whose unavailability the token cache backs off from.
             let wait = if case .transient(_, let retryAfter?) = error { retryAfter } else { Duration.seconds(1) }
@@ -406,7 +461,9 @@ public struct Dispatcher: Service {
         if let proved = decision.proved { outbox.add { $0.provenProjects.append(proved) } }
         if let warning = decision.warning { logger.warning("\(warning)", metadata: ["push.job_id": "\(job.id)"]) }
         if let reason = decision.failJob { failJob(job.id, reason, state: &state) }
-        metrics.countSend(app: job.appCode, outcome: decision.result.status == "pending" ? "retry" : (decision.result.errorCode ?? decision.result.status))
+        let metricOutcome = if case .noAnswer = outcome { "no_answer" } else if decision.result.status == "pending" { "retry" }
+            else { decision.result.errorCode ?? decision.result.status }
+        metrics.countSend(app: job.appCode, outcome: metricOutcome)
     }
 
     private func failJob(_ job: Int64, _ reason: String, state: inout LoopState) {
@@ -475,7 +532,7 @@ public struct Dispatcher: Service {
             do {
                 try await queue.client.withConnection { connection in
                     try await connection.listen(on: "push_jobs") { notifications in
-                        for try await _ in notifications { wake.signal() }
+                        for try await _ in notifications { inbox.hintClaim() }
                     }
                 }
             } catch {
@@ -507,6 +564,36 @@ public struct Dispatcher: Service {
             }
             try? await Task.sleep(for: .seconds(5))
         }
+    }
+}
+
+/// What reaches the send loop while it waits: each delivery's attempt as its answer comes, and
+/// hints that a claim may find something (NOTIFY, the poll interval, a graceful shutdown).
+final class AttemptInbox: Sendable {
+    private let state = Mutex<(attempts: [Dispatcher.Attempt], hinted: Bool)>(([], false))
+    private let signal = WakeSignal()
+
+    @Sendable func add(_ attempt: Dispatcher.Attempt) {
+        state.withLock { $0.attempts.append(attempt) }
+        signal.signal()
+    }
+
+    func hintClaim() {
+        state.withLock { $0.hinted = true }
+        signal.signal()
+    }
+
+    func take() -> (attempts: [Dispatcher.Attempt], hinted: Bool) {
+        state.withLock { state in
+            defer { state = ([], false) }
+            return state
+        }
+    }
+
+    /// Returns once something was added or hinted since the last `take` (at once if so already).
+    func wait() async {
+        if state.withLock({ !$0.attempts.isEmpty || $0.hinted }) { return }
+        await signal.waitForSignal()
     }
 }
 

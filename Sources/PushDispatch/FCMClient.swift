@@ -2,6 +2,7 @@ import DeviceRegistry
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import Synchronization
 
 /// `projects.messages.send`: one message per request, a batch of requests at a time, each
 /// batch multiplexed over one HTTP/2 connection (FCMConnectionPool), each request with a deadline.
@@ -13,38 +14,60 @@ public struct FCMClient: Sendable {
         let type: TokenType
     }
 
-    /// What FCM's answer means, and how long it took when there was one.
-    struct Answer: Sendable {
-        let outcome: SendOutcome
-        let elapsed: Duration?
+    /// What became of one send.
+    enum Answer: Sendable {
+        /// FCM's answer and how long it took, or no answer to a request that was written.
+        case answered(SendOutcome, elapsed: Duration?)
+        /// The request never reached FCM (no connection, never written, refused unhandled):
+        /// sending it again cannot duplicate it. `unreachable`: FCM could not be reached at all,
+        /// which the send loop's circuit breaker counts.
+        case notSent(reason: String, unreachable: Bool)
     }
 
     let pool: FCMConnectionPool
     let timeout: Duration
 
-    /// Sends every message of `sends` for one project with one access token; answers in order.
-    func send(_ sends: [Send], projectID: String, accessToken: String) async -> [Answer] {
+    /// Sends every message of `sends` for one project with one access token; `onAnswer` gets
+    /// each answer (by index in `sends`) as it comes. Returns once all are answered.
+    func send(_ sends: [Send], projectID: String, accessToken: String, onAnswer: @escaping @Sendable (Int, Answer) -> Void) async {
         let path = "\(pool.endpoint.pathPrefix)/v1/projects/\(projectID)/messages:send"
         let requests = sends.map { FCMRequest(path: path, body: $0.message.body(target: $0.target, type: $0.type)) }
-        var results = await pool.execute(requests, authorization: "Bearer \(accessToken)", timeout: timeout)
-        // Streams the server refused unhandled (above a GOAWAY's last stream id, or reset with
-        // REFUSED_STREAM: RFC 9113 §6.8, §8.7) go out once more at once, on another connection,
-        // instead of waiting a backoff and spending an attempt. Refused again, they are transient
-        // failures like any other.
-        let refused = results.indices.filter { results[$0].wasRefused }
-        if !refused.isEmpty {
-            let resent = await pool.execute(refused.map { requests[$0] }, authorization: "Bearer \(accessToken)", timeout: timeout)
-            for (index, result) in zip(refused, resent) { results[index] = result }
-        }
-        return results.map { result in
-            switch result {
-            case .success(let response):
-                Answer(outcome: SendOutcome.classify(status: response.status, body: response.body, retryAfter: response.retryAfter),
-                       elapsed: response.elapsed)
-            case .failure(let error):
-                // Connection reset, timeout, TLS failure: transient by the protocol's rules.
-                Answer(outcome: .transient(errorCode: "TRANSPORT", message: error.description, retryAfter: nil, quota: false), elapsed: nil)
+        let refused = Mutex<[Int]>([])
+        await pool.execute(requests, authorization: "Bearer \(accessToken)", timeout: timeout) { index, result in
+            if result.wasRefused {
+                refused.withLock { $0.append(index) }
+            } else {
+                onAnswer(index, Self.answer(result))
             }
+        }
+        // Streams the server refused unhandled (above a GOAWAY's last stream id, or reset with
+        // REFUSED_STREAM: RFC 9113 §6.8, §8.7), or never written to a connection that went away,
+        // go out once more at once, on another connection, instead of waiting a backoff. Refused
+        // again, they wait like any request that did not reach FCM.
+        let again = refused.withLock { $0 }
+        guard !again.isEmpty else { return }
+        await pool.execute(again.map { requests[$0] }, authorization: "Bearer \(accessToken)", timeout: timeout) { index, result in
+            onAnswer(again[index], Self.answer(result))
+        }
+    }
+
+    /// `send` gathering the answers, in order.
+    func send(_ sends: [Send], projectID: String, accessToken: String) async -> [Answer] {
+        let answers = Mutex([Answer?](repeating: nil, count: sends.count))
+        await send(sends, projectID: projectID, accessToken: accessToken) { index, answer in answers.withLock { $0[index] = answer } }
+        return answers.withLock { $0.map { $0! } }
+    }
+
+    private static func answer(_ result: FCMExchangeResult) -> Answer {
+        switch result {
+        case .success(let response):
+            .answered(SendOutcome.classify(status: response.status, body: response.body, retryAfter: response.retryAfter),
+                      elapsed: response.elapsed)
+        case .failure(let error) where !error.reachedServer:
+            .notSent(reason: error.description, unreachable: error.isUnreachable)
+        case .failure(let error):
+            // Written, and no answer: FCM may have delivered it. The one ambiguous case.
+            .answered(.noAnswer(message: error.description), elapsed: nil)
         }
     }
 

@@ -34,21 +34,31 @@ struct FCMEndpoint: Sendable, Equatable {
     }
 }
 
-/// HTTP/2 connections to FCM, opened when needed: as many as the server's stream limit
-/// (its SETTINGS) requires for `concurrency` requests in flight, each batch on the least busy
-/// one. A connection that closes or gets GOAWAY is retired; the next batch opens a new one.
+/// HTTP/2 connections to FCM: as many as the server's stream limit (its SETTINGS) requires for
+/// `concurrency` requests in flight. Requests go to connections with free streams, split across
+/// several when one has too few; the next connection is opened while the open ones are three
+/// quarters busy, before it is needed. A connection that closes or gets GOAWAY is retired; its
+/// place is taken by a new one.
 final class FCMConnectionPool: Sendable {
     private struct Connection {
         let id: Int
         let channel: EventLoopFuture<Channel>
         let state: FCMConnectionState
         var inFlight = 0
+
+        var freeStreams: Int { state.maxConcurrentStreams - inFlight }
     }
 
     private struct Connections {
         var open: [Connection] = []
         var nextID = 0
         var closed = false
+    }
+
+    /// A share of a request list for one connection.
+    private struct Assignment {
+        let connection: Connection
+        let range: Range<Int>
     }
 
     let endpoint: FCMEndpoint
@@ -66,24 +76,56 @@ final class FCMConnectionPool: Sendable {
         self.group = group
     }
 
-    /// Sends `requests` as one batch on one connection; one result per request, in order.
-    func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration) async -> [FCMExchangeResult] {
-        guard !requests.isEmpty else { return [] }
-        guard let connection = lease(requests.count) else {
-            return requests.map { _ in .failure(.connectionClosed("the worker is shutting down")) }
+    /// Sends `requests`, each connection's share written with one flush; `onAnswer` gets each
+    /// result (by index in `requests`) as its stream ends. Returns once every one has been answered.
+    func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration,
+                 onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
+        guard !requests.isEmpty else { return }
+        let assignments = lease(requests.count)
+        guard !assignments.isEmpty else {
+            for index in requests.indices { onAnswer(index, .failure(.notWritten("the worker is shutting down"))) }
+            return
         }
-        defer { release(connection.id, count: requests.count) }
+        await withTaskGroup(of: Void.self) { group in
+            for assignment in assignments {
+                group.addTask {
+                    await self.execute(requests[assignment.range], on: assignment.connection, authorization: authorization, timeout: timeout,
+                                       onAnswer: onAnswer)
+                }
+            }
+        }
+    }
+
+    /// `execute` gathering the results, in order.
+    func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration) async -> [FCMExchangeResult] {
+        let results = Mutex([FCMExchangeResult?](repeating: nil, count: requests.count))
+        await execute(requests, authorization: authorization, timeout: timeout) { index, result in
+            results.withLock { $0[index] = result }
+        }
+        return results.withLock { $0.map { $0! } }
+    }
+
+    private func execute(_ requests: ArraySlice<FCMRequest>, on connection: Connection, authorization: String, timeout: Duration,
+                         onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
+        let offset = requests.startIndex
+        let answered = Mutex(Set<Int>())
+        // Each answer frees its stream at once, for the next request to take.
+        let report: @Sendable (Int, FCMExchangeResult) -> Void = { [self] index, result in
+            guard answered.withLock({ $0.insert(index).inserted }) else { return }
+            release(connection.id, count: 1)
+            onAnswer(offset + index, result)
+        }
         do {
             let channel = try await connection.channel.get()
             let promise = channel.eventLoop.makePromise(of: [FCMExchangeResult].self)
-            let batch = FCMBatch(authority: endpoint.authority, authorization: authorization, requests: requests, timeout: timeout, promise: promise)
+            let batch = FCMBatch(authority: endpoint.authority, authorization: authorization, requests: Array(requests), timeout: timeout,
+                                 promise: promise, onAnswer: report)
             // Fails only when the handler never saw the batch (the channel had closed).
             channel.writeAndFlush(batch).whenFailure { promise.fail($0) }
-            return try await promise.futureResult.get()
-        } catch let error as FCMTransportError {
-            return requests.map { _ in .failure(error) }
+            _ = try await promise.futureResult.get()
         } catch {
-            return requests.map { _ in .failure(.connectionClosed("\(error)")) }
+            let failure = error as? FCMTransportError ?? .notWritten("\(error)")
+            for index in 0..<requests.count { report(index, .failure(failure)) }
         }
     }
 
@@ -99,23 +141,42 @@ final class FCMConnectionPool: Sendable {
         }
     }
 
-    private func lease(_ count: Int) -> Connection? {
-        connections.withLock { connections -> Connection? in
-            guard !connections.closed else { return nil }
+    private func lease(_ count: Int) -> [Assignment] {
+        connections.withLock { connections -> [Assignment] in
+            guard !connections.closed else { return [] }
             connections.open.removeAll { !$0.state.isUsable }
             let streamLimit = connections.open.first?.state.maxConcurrentStreams ?? 100
             let wanted = max(1, (concurrency + streamLimit - 1) / streamLimit)
-            let index: Int
-            if connections.open.count < wanted {
+            func openConnection() {
                 let state = FCMConnectionState()
                 connections.open.append(Connection(id: connections.nextID, channel: connect(state), state: state))
                 connections.nextID += 1
-                index = connections.open.count - 1
-            } else {
-                index = connections.open.indices.min { connections.open[$0].inFlight < connections.open[$1].inFlight }!
             }
-            connections.open[index].inFlight += count
-            return connections.open[index]
+            if connections.open.isEmpty { openConnection() }
+            var assignments: [Assignment] = []
+            var assigned = 0
+            func assign(_ index: Int, _ share: Int) {
+                guard share > 0 else { return }
+                connections.open[index].inFlight += share
+                assignments.append(Assignment(connection: connections.open[index], range: assigned..<(assigned + share)))
+                assigned += share
+            }
+            for index in connections.open.indices.sorted(by: { connections.open[$0].inFlight < connections.open[$1].inFlight }) {
+                assign(index, min(count - assigned, max(0, connections.open[index].freeStreams)))
+            }
+            while assigned < count && connections.open.count < wanted {
+                openConnection()
+                assign(connections.open.count - 1, min(count - assigned, streamLimit))
+            }
+            if assigned < count {
+                // Every connection the limit allows is full: the rest wait in the least busy one's
+                // queue (NIOHTTP2Handler starts them as streams end).
+                let index = connections.open.indices.min { connections.open[$0].inFlight < connections.open[$1].inFlight }!
+                assign(index, count - assigned)
+            }
+            let inFlight = connections.open.reduce(0) { $0 + $1.inFlight }
+            if connections.open.count < wanted && inFlight * 4 >= connections.open.count * streamLimit * 3 { openConnection() }
+            return assignments
         }
     }
 
@@ -124,6 +185,32 @@ final class FCMConnectionPool: Sendable {
             if let index = connections.open.firstIndex(where: { $0.id == id }) { connections.open[index].inFlight -= count }
         }
     }
+
+    private static let connectionConfiguration = {
+        var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+        configuration.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
+            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
+        ]
+        // Header validation is for servers and proxies passing on others' headers: ours are
+        // built here, and of FCM's we read :status, retry-after and the body. It cost 4% of the
+        // worker's CPU.
+        configuration.headerBlockValidation = .disabled
+        return configuration
+    }()
+
+    private static let streamConfiguration = {
+        var configuration = NIOHTTP2Handler.StreamConfiguration()
+        // NIO closes a connection that receives over 200 RST_STREAM in 30 s: a server's defence
+        // against "rapid reset" floods. A server may end every stream it answered before reading
+        // the body with RST_STREAM(NO_ERROR) (RFC 9113 §8.1; nginx does), so a client sees one per
+        // request. The resets a server can send are bounded by the streams we open, so the limit
+        // here only needs to stay above our own request rate.
+        configuration.streamResetFrameRateLimit.maximumCount = 5_000
+        configuration.streamResetFrameRateLimit.windowLength = .milliseconds(100)
+        return configuration
+    }()
 
     /// Starts a connection: TCP, TLS with ALPN `h2`, NIOHTTP2Handler, FCMStreamsHandler.
     private func connect(_ state: FCMConnectionState) -> EventLoopFuture<Channel> {
@@ -138,14 +225,9 @@ final class FCMConnectionPool: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     try sync.addHandler(WriteCoalescer())
-                    // Header validation is for servers and proxies passing on others' headers: ours
-                    // are built here, and of FCM's we read :status, retry-after and the body. It
-                    // cost 4% of the worker's CPU.
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, initialSettings: [
-                        HTTP2Setting(parameter: .enablePush, value: 0),
-                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
-                    ], headerBlockValidation: .disabled))
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, frameDelegate: nil,
+                                                        connectionConfiguration: Self.connectionConfiguration,
+                                                        streamConfiguration: Self.streamConfiguration))
                     try sync.addHandler(FCMStreamsHandler(state: state))
                 }
             }

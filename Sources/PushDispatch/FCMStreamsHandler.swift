@@ -18,11 +18,18 @@ struct FCMResponse: Sendable {
     var elapsed: Duration
 }
 
-/// Why a request got no answer. Every case is transient by the protocol's rules.
+/// Why a request got no answer. Every case is transient by the protocol's rules; they differ in
+/// whether FCM may have acted on the request (`reachedServer`).
 enum FCMTransportError: Error, Sendable, CustomStringConvertible {
     case connectFailed(String)
     /// TLS chose another protocol than `h2` (ALPN): FCM HTTP v1 here is spoken over HTTP/2 only.
     case notHTTP2(negotiated: String?)
+    /// The request never left this process: the connection closed or went away before its
+    /// frames were written, or it waited for a connection past its deadline.
+    case notWritten(String)
+    /// Waited for a stream of a busy connection past its deadline, never written.
+    case queuedTooLong(Duration)
+    /// The connection closed after the request was written, before its answer came.
     case connectionClosed(String?)
     /// The server went away (GOAWAY) or reset the stream with REFUSED_STREAM before it handled
     /// it; it may be sent again safely.
@@ -31,6 +38,24 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
     case timedOut(Duration)
     case responseTooLarge(Int)
     case malformedResponse(String)
+
+    /// False when FCM cannot have acted on the request (it was never written, or the server
+    /// said it did not process it): sending it again cannot duplicate a notification.
+    var reachedServer: Bool {
+        switch self {
+        case .connectFailed, .notHTTP2, .notWritten, .refused, .queuedTooLong: false
+        case .connectionClosed, .streamReset, .timedOut, .responseTooLarge, .malformedResponse: true
+        }
+    }
+
+    /// The server could not be reached at all: no connection, or one lost before anything was
+    /// written on it. What the send loop's circuit breaker counts.
+    var isUnreachable: Bool {
+        switch self {
+        case .connectFailed, .notHTTP2, .notWritten: true
+        default: false
+        }
+    }
 
     /// A stream reset with REFUSED_STREAM was not processed (RFC 9113 §8.7), as one a GOAWAY refuses.
     static func reset(_ code: HTTP2ErrorCode) -> FCMTransportError {
@@ -41,6 +66,8 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .connectFailed(let reason): "connect: \(reason)"
         case .notHTTP2(let negotiated): "the server does not speak HTTP/2 over TLS (ALPN chose \(negotiated ?? "nothing"))"
+        case .notWritten(let reason): "not sent: \(reason)"
+        case .queuedTooLong(let timeout): "no stream free on the connection within \(timeout)"
         case .connectionClosed(let reason): "connection closed" + (reason.map { ": \($0)" } ?? "")
         case .refused: "the server refused the stream before handling it (GOAWAY or REFUSED_STREAM)"
         case .streamReset(let code): "stream reset by the server (\(code.specName))"
@@ -54,15 +81,20 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
 typealias FCMExchangeResult = Result<FCMResponse, FCMTransportError>
 
 extension FCMExchangeResult {
-    /// The server refused this request before handling it, so it may be sent again safely.
+    /// The server refused this request before handling it, or it was never written to a
+    /// connection that then went away: it may be sent again at once, safely.
     var wasRefused: Bool {
-        if case .failure(.refused) = self { return true }
-        return false
+        switch self {
+        case .failure(.refused), .failure(.notWritten): true
+        default: false
+        }
     }
 }
 
-/// A batch of requests for one connection: written with one flush, answered with one promise
-/// once every stream has ended (or failed, or timed out).
+/// A batch of requests for one connection: written with one flush. Each answer is reported as
+/// its stream ends (`onAnswer`, on the connection's event loop), so that one slow stream holds
+/// back nothing but itself; the promise completes once every stream has ended (or failed, or
+/// timed out).
 struct FCMBatch: Sendable {
     /// `:method`, `:scheme`, `:authority` and the regular headers every request of the batch shares.
     let authority: String
@@ -70,6 +102,7 @@ struct FCMBatch: Sendable {
     let requests: [FCMRequest]
     let timeout: Duration
     let promise: EventLoopPromise<[FCMExchangeResult]>
+    var onAnswer: (@Sendable (Int, FCMExchangeResult) -> Void)? = nil
 }
 
 /// What the connection pool may read about a connection from other threads.
@@ -104,12 +137,14 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         var results: [FCMExchangeResult?]
         var remaining: Int
         let promise: EventLoopPromise<[FCMExchangeResult]>
+        let onAnswer: (@Sendable (Int, FCMExchangeResult) -> Void)?
         var timeout: Scheduled<Void>?
 
-        init(count: Int, promise: EventLoopPromise<[FCMExchangeResult]>) {
+        init(count: Int, promise: EventLoopPromise<[FCMExchangeResult]>, onAnswer: (@Sendable (Int, FCMExchangeResult) -> Void)?) {
             results = Array(repeating: nil, count: count)
             remaining = count
             self.promise = promise
+            self.onAnswer = onAnswer
         }
     }
 
@@ -117,6 +152,8 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         let batch: PendingBatch
         let index: Int
         let started: NIODeadline
+        /// The request's last frame went to the socket: from here on FCM may act on it.
+        var written = false
         var status: Int?
         var retryAfter: String?
         var body = ByteBuffer()
@@ -131,9 +168,60 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
     /// Set when no new stream may start here; new batches fail at once with it.
     private var closedReason: FCMTransportError?
     private var needsFlush = false
+    /// Dead connections are found by PING (RFC 9113 §6.7) rather than at each request's
+    /// deadline: with streams open and nothing read for `pingInterval`, a PING goes out, and a
+    /// connection whose answer has not come within `pingTimeout` is closed. Counted in ticks of
+    /// a fifth of the interval, on the connection's event loop.
+    private let tick: TimeAmount
+    private let silentTicksBeforePing: Int
+    private let ticksBeforePingTimeout: Int
+    private var readSinceTick = false
+    private var silentTicks = 0
+    private var ticksSincePing: Int?
+    private var keepalive: Scheduled<Void>?
 
-    init(state: FCMConnectionState) {
+    init(state: FCMConnectionState, pingInterval: Duration = .seconds(5), pingTimeout: Duration = .seconds(5)) {
         self.state = state
+        tick = TimeAmount.nanoseconds(max(TimeAmount(pingInterval).nanoseconds / 5, 1))
+        silentTicksBeforePing = 5
+        ticksBeforePingTimeout = max(1, Int(TimeAmount(pingTimeout).nanoseconds / tick.nanoseconds))
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        scheduleTick(context: context)
+    }
+
+    private func scheduleTick(context: ChannelHandlerContext) {
+        keepalive = context.eventLoop.assumeIsolated().scheduleTask(in: tick) { [self] in
+            checkLiveness(context: context)
+            // Stopped once the connection closed (or the handler left).
+            if keepalive != nil { scheduleTick(context: context) }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        keepalive?.cancel()
+        keepalive = nil
+    }
+
+    private func checkLiveness(context: ChannelHandlerContext) {
+        if readSinceTick || streams.isEmpty {
+            silentTicks = 0
+        } else {
+            silentTicks += 1
+        }
+        readSinceTick = false
+        if let ticks = ticksSincePing {
+            ticksSincePing = ticks + 1
+            guard ticks + 1 >= ticksBeforePingTimeout else { return }
+            lastError = UnansweredPing(timeout: tick * Int64(ticksBeforePingTimeout))
+            state.retire()
+            context.close(promise: nil)
+        } else if silentTicks >= silentTicksBeforePing && context.channel.isActive {
+            ticksSincePing = 0
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0), ack: false))),
+                                  promise: nil)
+        }
     }
 
     // MARK: Outbound
@@ -143,11 +231,13 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         // The batch is ours from here on: its promise reports every outcome, the write's does not.
         promise?.succeed()
         guard !request.requests.isEmpty else { return request.promise.succeed([]) }
-        let batch = PendingBatch(count: request.requests.count, promise: request.promise)
+        let batch = PendingBatch(count: request.requests.count, promise: request.promise, onAnswer: request.onAnswer)
         if let closedReason {
-            for index in request.requests.indices { finish(batch, index, .failure(closedReason)) }
+            let error: FCMTransportError = closedReason.reachedServer ? .notWritten(closedReason.description) : closedReason
+            for index in request.requests.indices { finish(batch, index, .failure(error)) }
             return
         }
+
         var ids: [HTTP2StreamID] = []
         ids.reserveCapacity(request.requests.count)
         for (index, fcmRequest) in request.requests.enumerated() {
@@ -161,17 +251,23 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                 ("content-length", String(fcmRequest.body.readableBytes)),
             ])
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)
-            // A stream held back beyond the server's limit can still be dropped (GOAWAY, close):
-            // the DATA frame's promise is how that is learned.
+            // A stream held back beyond the server's limit (or flow control) can still be dropped
+            // (GOAWAY, close): the DATA frame's promise says whether it went out.
             let written = context.eventLoop.makePromise(of: Void.self)
-            written.futureResult.assumeIsolated().whenFailure { [self] error in
-                fail(id, .connectionClosed("\(error)"))
+            written.futureResult.assumeIsolated().whenComplete { [self] result in
+                switch result {
+                case .success: streams[id]?.written = true
+                case .failure(let error): fail(id, .notWritten("\(lastError ?? error)"))
+                }
             }
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(fcmRequest.body), endStream: true)))),
                           promise: written)
         }
         batch.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
-            for id in ids where streams[id]?.batch === batch { cancel(id, .timedOut(request.timeout), context: context) }
+            for id in ids where streams[id]?.batch === batch {
+                let written = streams[id]?.written ?? false
+                cancel(id, written ? .timedOut(request.timeout) : .queuedTooLong(request.timeout), context: context)
+            }
             context.flush()
             closeIfDrained(context: context)
         }
@@ -181,6 +277,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
+        readSinceTick = true
         switch frame.payload {
         case .headers(let headers):
             guard var stream = streams[frame.streamID] else { return }
@@ -215,6 +312,8 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             state.retire()
             closedReason = .connectionClosed("the server is going away (GOAWAY \(code.specName))")
             for id in streams.keys where id > lastStreamID { fail(id, .refused) }
+        case .ping(_, ack: true):
+            ticksSincePing = nil
         case .settings(.settings(let settings)):
             for setting in settings where setting.parameter == .maxConcurrentStreams {
                 state.setMaxConcurrentStreams(max(1, setting.value))
@@ -263,7 +362,12 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         state.retire()
         let reason = closedReason ?? .connectionClosed(lastError.map { "\($0)" })
         closedReason = reason
-        for id in Array(streams.keys) { fail(id, reason) }
+        for (id, stream) in streams {
+            // A request that never went out cannot have been acted on, whatever closed the connection.
+            fail(id, stream.written || !reason.reachedServer ? reason : .notWritten(reason.description))
+        }
+        keepalive?.cancel()
+        keepalive = nil
         context.fireChannelInactive()
     }
 
@@ -293,6 +397,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
 
     private func finish(_ batch: PendingBatch, _ index: Int, _ result: FCMExchangeResult) {
         batch.results[index] = result
+        batch.onAnswer?(index, result)
         batch.remaining -= 1
         if batch.remaining == 0 {
             batch.timeout?.cancel()
@@ -321,6 +426,12 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         }
         streams[id] = stream
     }
+}
+
+/// Why a connection was closed by us: it stopped answering.
+private struct UnansweredPing: Error, CustomStringConvertible {
+    let timeout: TimeAmount
+    var description: String { "no answer to PING within \(timeout.nanoseconds / 1_000_000) ms" }
 }
 
 extension HTTP2ErrorCode {

@@ -25,6 +25,9 @@ public enum SendOutcome: Sendable, Equatable {
     case unauthenticated
     /// Worth retrying; `retryAfter` from the server when it said; `quota` slows the whole app.
     case transient(errorCode: String, message: String, retryAfter: Duration?, quota: Bool)
+    /// Written, and no answer came (the connection died, the deadline passed): FCM may have
+    /// delivered it. Retried as transient, spending an attempt: the one way a send can duplicate.
+    case noAnswer(message: String)
 
     /// Classifies an FCM answer: the `details` entry of type FcmError decides, then the status.
     static func classify(status: Int, body: ByteBuffer, retryAfter: String?) -> SendOutcome {

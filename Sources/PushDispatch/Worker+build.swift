@@ -66,5 +66,5 @@ func makeHTTPClient(_ configuration: DispatchConfiguration, tls: TLSConfiguratio
 func makeFCMClient(_ configuration: DispatchConfiguration, tls: TLSConfiguration) throws -> FCMClient {
     let pool = try FCMConnectionPool(endpoint: FCMEndpoint.parse(configuration.fcmBaseURL), concurrency: configuration.concurrency,
                                      tlsConfiguration: tls)
-    return FCMClient(pool: pool, timeout: configuration.requestTimeout)
+    return FCMClient(pool: pool, timeout: configuration.fcmRequestTimeout)
 }

@@ -120,10 +120,11 @@ import Yams
     }
 
     /// On SIGTERM push-worker stops claiming, lets in-flight sends finish and records them. A send
-    /// is at most four requests of 10 s each (token, send, and after a 401 a new token and a
-    /// resend): every supervisor must wait at least that, plus the last write, before killing it.
+    /// is at most a token request (10 s) and an FCM request (the default 30 s), and after a 401 a
+    /// new token and a resend: every supervisor must wait at least that, plus the last write,
+    /// before killing it.
     @Test func workerGetsItsDrainBoundToStop() throws {
-        let drainBound = 45.0
+        let drainBound = 2 * (10.0 + Double(DispatchConfiguration(databaseURL: "").fcmRequestTimeout.components.seconds)) + 5
         let compose = try #require(try yamlDocuments(deployFolder.appendingPathComponent("docker-compose.yml")).first)
         let grace = try #require(value(compose, "services", "push-worker", "stop_grace_period") as? String)
         #expect(seconds(grace).map { $0 >= drainBound } == true, "compose push-worker: stop_grace_period \(grace)")

@@ -87,19 +87,30 @@ struct FCMClientTests {
         }
     }
 
-    @Test func nothingListeningIsATransientTransportErrorForEverySend() async throws {
+    @Test func nothingListeningIsUnreachableAndNoSendReachedFCM() async throws {
         var configuration = DispatchConfiguration(databaseURL: "postgres://unused@127.0.0.1/unused")
         configuration.fcmBaseURL = "https://127.0.0.1:1"
         let fcm = try makeFCMClient(configuration, tls: makeTLSConfiguration(configuration))
         let answers = await fcm.send(Self.sends(2, prefix: "x"), projectID: "p", accessToken: "t")
         await fcm.close()
         for answer in answers {
-            guard case .transient(let code, let message, nil, false) = answer.outcome else {
-                Issue.record("\(answer.outcome)")
+            guard case .notSent(let reason, unreachable: true) = answer else {
+                Issue.record("\(answer)")
                 continue
             }
-            #expect(code == "TRANSPORT" && message.hasPrefix("connect: 127.0.0.1:1: "))
+            #expect(reason.hasPrefix("connect: 127.0.0.1:1: "))
         }
         #expect(answers.count == 2)
+    }
+}
+
+extension FCMClient.Answer {
+    /// FCM's answer, nil when the send never reached it.
+    var outcome: SendOutcome? {
+        if case .answered(let outcome, _) = self { outcome } else { nil }
+    }
+
+    var elapsed: Duration? {
+        if case .answered(_, let elapsed) = self { elapsed } else { nil }
     }
 }

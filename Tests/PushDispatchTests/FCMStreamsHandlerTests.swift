@@ -17,9 +17,10 @@ struct FCMStreamsHandlerTests {
         let loop = EmbeddedEventLoop()
         let channel: EmbeddedChannel
 
-        init() throws {
+        init(holdingWrites: HoldingWrites? = nil, pingInterval: Duration = .seconds(5), pingTimeout: Duration = .seconds(5)) throws {
             channel = EmbeddedChannel(loop: loop)
-            try channel.pipeline.syncOperations.addHandler(FCMStreamsHandler(state: state))
+            if let holdingWrites { try channel.pipeline.syncOperations.addHandler(holdingWrites) }
+            try channel.pipeline.syncOperations.addHandler(FCMStreamsHandler(state: state, pingInterval: pingInterval, pingTimeout: pingTimeout))
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         }
 
@@ -88,7 +89,8 @@ struct FCMStreamsHandlerTests {
         #expect(!harness.state.isUsable)
         // Nothing new starts on a connection that is going away.
         let late = try #require(Harness.results(try harness.send(1)))
-        #expect(late[0].failureDescription == "connection closed: the server is going away (GOAWAY NO_ERROR)")
+        #expect(late[0].failureDescription == "not sent: connection closed: the server is going away (GOAWAY NO_ERROR)")
+        #expect(late[0].wasRefused)
         #expect(try harness.written().isEmpty)
         #expect(harness.channel.isActive)
         try harness.answer(5, status: 200, body: "{}")
@@ -131,6 +133,73 @@ struct FCMStreamsHandlerTests {
         let frames = try harness.written()
         #expect(frames.count == 1 && frames[0].streamID == 3)
         if case .rstStream(let code) = frames.first?.payload { #expect(code == .cancel) } else { Issue.record("no RST_STREAM: \(frames)") }
+    }
+
+    /// Keeps every write's promise pending, as a connection whose TLS handshake has not finished does.
+    final class HoldingWrites: ChannelOutboundHandler {
+        typealias OutboundIn = HTTP2Frame
+        var held: [EventLoopPromise<Void>] = []
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if let promise { held.append(promise) }
+        }
+    }
+
+    @Test func requestsNeverWrittenAreNotSentAndWrittenOnesAreAmbiguous() throws {
+        let holding = HoldingWrites()
+        let harness = try Harness(holdingWrites: holding)
+        let answers = try harness.send(2)
+        // The first request went out; the connection dies before the second did.
+        holding.held[0].succeed()
+        _ = try harness.channel.finish()
+        let results = try #require(Harness.results(answers))
+        #expect(results[0].failureDescription == "connection closed")
+        #expect(results[1].failureDescription?.hasPrefix("not sent: ") == true)
+        let errors = results.compactMap { if case .failure(let error) = $0 { error } else { nil } }
+        #expect(errors.map(\.reachedServer) == [true, false])
+        #expect(errors.map(\.isUnreachable) == [false, true])
+        #expect(results.map(\.wasRefused) == [false, true])
+        for promise in holding.held.dropFirst() { promise.fail(ChannelError.ioOnClosedChannel) }
+
+        // One waiting for a stream past its deadline was never written either, but says nothing
+        // about FCM's reachability.
+        let queue = HoldingWrites()
+        let waiting = try Harness(holdingWrites: queue)
+        let late = try waiting.send(1, timeout: .seconds(1))
+        waiting.loop.advanceTime(by: .seconds(1))
+        for promise in queue.held { promise.fail(ChannelError.ioOnClosedChannel) }
+        let expired = try #require(Harness.results(late))
+        #expect(expired[0].failureDescription == "no stream free on the connection within 1.0 seconds")
+        if case .failure(let error) = expired[0] { #expect(!error.reachedServer && !error.isUnreachable) }
+    }
+
+    @Test func aSilentConnectionIsPingedAndClosedWhenThePingGoesUnanswered() throws {
+        let harness = try Harness(pingInterval: .seconds(1), pingTimeout: .seconds(2))
+        // Idle, nothing is pinged.
+        harness.loop.advanceTime(by: .seconds(3))
+        #expect(try harness.written().isEmpty)
+        let answers = try harness.send(2)
+        _ = try harness.written()
+        harness.loop.advanceTime(by: .milliseconds(999))
+        #expect(try harness.written().isEmpty)
+        harness.loop.advanceTime(by: .milliseconds(1))
+        let ping = try harness.written()
+        guard ping.count == 1, case .ping(_, ack: false) = ping[0].payload else {
+            Issue.record("expected one PING, got \(ping)")
+            return
+        }
+        // Answered: the connection lives on, and is pinged again after another silent second.
+        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0), ack: true)))
+        harness.loop.advanceTime(by: .seconds(1))
+        #expect(harness.channel.isActive)
+        harness.loop.advanceTime(by: .milliseconds(200))
+        #expect(try harness.written().count == 1)
+        // Unanswered for two seconds: closed, and its written streams end without an answer.
+        harness.loop.advanceTime(by: .milliseconds(1800))
+        #expect(Harness.results(answers) == nil)
+        harness.loop.advanceTime(by: .milliseconds(200))
+        #expect(!harness.channel.isActive && !harness.state.isUsable)
+        let results = try #require(Harness.results(answers))
+        #expect(results.map(\.failureDescription) == Array(repeating: "connection closed: no answer to PING within 2000 ms", count: 2))
     }
 
     @Test func theServersStreamLimitIsReadAndInboundCreditIsReturned() throws {
