@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import NIOFoundationCompat
 
 /// `/emulator/...`: the controls of ``RunningEmulator`` over HTTP, for out-of-process users (the executable,
@@ -9,6 +10,8 @@ import NIOFoundationCompat
 /// - `POST /emulator/script` `{"token" | "token_prefix", "outcome", "times"?, "retry_after"?, "delay_ms"?}`
 /// - `POST /emulator/token-failures` `{"count", "status"?}`
 /// - `POST /emulator/revoke-access-tokens`
+/// - `POST /emulator/latency` `{"profile": "50%:30ms,…" | null}`
+/// - `POST /emulator/outage` `{"seconds"}`: 202, then the emulator (this API too) is unreachable for that long
 /// - `GET /emulator/stats[?devices=false]`
 /// - `GET /emulator/messages[?token=…]`
 /// - `POST /emulator/reset`
@@ -29,6 +32,25 @@ struct AdminAPI: Sendable {
         var status: Int?
     }
 
+    /// `profile` must be there, null switching the latency off: a misspelt key is not taken for null.
+    private struct LatencyRequest: Decodable {
+        var profile: String?
+
+        private enum CodingKeys: String, CodingKey { case profile }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard container.contains(.profile) else {
+                throw DecodingError.keyNotFound(CodingKeys.profile, .init(codingPath: [], debugDescription: "profile is required"))
+            }
+            profile = try container.decode(String?.self, forKey: .profile)
+        }
+    }
+
+    private struct OutageRequest: Decodable {
+        var seconds: Double
+    }
+
     private struct RegisteredAccount: Encodable {
         var client_email: String
         var project_id: String
@@ -39,6 +61,9 @@ struct AdminAPI: Sendable {
     }
 
     private static let bodyLimit = 256 * 1024
+    private static let longestOutageSeconds = 86_400.0
+    /// Between the 202 and the outage, so that the answer gets out before its connection is cut.
+    private static let outageGrace = TimeAmount.milliseconds(100)
 
     func register(on router: Router<BasicRequestContext>) {
         let group = router.group("emulator")
@@ -90,6 +115,34 @@ struct AdminAPI: Sendable {
         group.post("revoke-access-tokens") { _, _ in
             core.registry.revokeAccessTokens()
             return Response(status: .noContent)
+        }
+        group.post("latency") { request, _ in
+            let body = try await request.body.collect(upTo: Self.bodyLimit)
+            guard let latency = try? JSONDecoder().decode(LatencyRequest.self, from: Data(buffer: body)) else {
+                return Self.badRequest("expected {\"profile\": \"50%:30ms,39%:60ms,10%:150ms,1%:2s\"} or {\"profile\": null}")
+            }
+            guard let text = latency.profile else {
+                core.latency.set(nil)
+                return Response(status: .noContent)
+            }
+            do throws(LatencyProfileError) {
+                core.latency.set(try LatencyProfile(parsing: text))
+            } catch {
+                return Self.badRequest(error.description)
+            }
+            return Response(status: .noContent)
+        }
+        group.post("outage") { request, _ in
+            let body = try await request.body.collect(upTo: Self.bodyLimit)
+            guard let outage = try? JSONDecoder().decode(OutageRequest.self, from: Data(buffer: body)),
+                  (0...Self.longestOutageSeconds).contains(outage.seconds) else {
+                return Self.badRequest("expected {\"seconds\"} with seconds from 0 to \(Int(Self.longestOutageSeconds))")
+            }
+            // A timer, not a task: nothing awaits the outage, and the request ends with its answer.
+            NIOSingletons.posixEventLoopGroup.any().scheduleTask(in: Self.outageGrace) {
+                core.outage.begin(for: .seconds(outage.seconds))
+            }
+            return Response(status: .accepted)
         }
         group.get("stats") { request, _ in
             let includingDevices = request.uri.queryParameters.get("devices") != "false"

@@ -89,6 +89,7 @@ final class DeliveryLedger: Sendable {
             state.stats.accepted += 1
             if let token = message.deviceToken {
                 state.stats.devices[token, default: DeviceStats()].accepted += 1
+                if state.stats.devices[token]?.accepted == 1 { state.stats.distinctAcceptedTokens += 1 }
             }
             state.recent.append(message)
         }
@@ -115,6 +116,15 @@ final class DeliveryLedger: Sendable {
                 state.stats.rejectedTokenExchanges += 1
             }
         }
+    }
+
+    func recordOutageRefusedConnection() {
+        state.withLock { $0.stats.outageRefusedConnections += 1 }
+    }
+
+    func recordOutageDroppedStreams(_ count: Int) {
+        guard count > 0 else { return }
+        state.withLock { $0.stats.outageDroppedStreams += count }
     }
 
     func stats(includingDevices: Bool = true) -> EmulatorStats {

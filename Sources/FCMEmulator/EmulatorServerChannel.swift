@@ -9,12 +9,13 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 
-/// The emulator's TLS connections. HTTP/1.1 is Hummingbird's. HTTP/2 is served on the connection's
-/// frames (`HTTP2RequestsHandler`): sends are answered where their frames arrive, without the child
-/// channel, the task and the router a stream costs in Hummingbird's HTTP/2 server. In the fan-out
-/// benchmark the emulator shares two cores with the worker it measures, and that per-stream cost made
-/// it the largest user of the machine; real FCM costs the worker's machine nothing. The other routes
-/// (token endpoint, admin API) go through the router, in the connection's task.
+/// The emulator's connections, TLS or plain (HTTP/1.1 only). HTTP/1.1 is Hummingbird's. HTTP/2 is
+/// served on the connection's frames (`HTTP2RequestsHandler`): sends are answered where their
+/// frames arrive, without the child channel, the task and the router a stream costs in
+/// Hummingbird's HTTP/2 server. In the fan-out benchmark the emulator shares two cores with the
+/// worker it measures, and that per-stream cost made it the largest user of the machine; real FCM
+/// costs the worker's machine nothing. The other routes (token endpoint, admin API) go through
+/// the router, in the connection's task. Every connection is known to the outage switch.
 struct EmulatorServerChannel: HTTPChannelHandler {
     struct Value: ServerChildChannelValue {
         let negotiated: EventLoopFuture<NIONegotiatedHTTPVersion<HTTP1Channel.Value, HTTP2Connection>>
@@ -24,33 +25,53 @@ struct EmulatorServerChannel: HTTPChannelHandler {
     /// HTTP/1.1's responder (Hummingbird's, around the router).
     let responder: HTTPChannelHandler.Responder
     private let http1: HTTP1Channel
-    private let sslContext: NIOSSLContext
+    /// Nil: plain HTTP/1.1.
+    private let sslContext: NIOSSLContext?
     private let send: SendEndpoint
-    private let recycling: ConnectionRecycling
+    private let policy: HTTP2ConnectionPolicy
+    private let outage: OutageSwitch
     private let router: any HTTPResponder<BasicRequestContext>
 
-    init(tlsConfiguration: TLSConfiguration, send: SendEndpoint, recycling: ConnectionRecycling,
+    init(tlsConfiguration: TLSConfiguration?, send: SendEndpoint, policy: HTTP2ConnectionPolicy, outage: OutageSwitch,
          router: any HTTPResponder<BasicRequestContext>, responder: @escaping HTTPChannelHandler.Responder) throws {
-        var tlsConfiguration = tlsConfiguration
-        tlsConfiguration.applicationProtocols = NIOHTTP2SupportedALPNProtocols
-        self.sslContext = try NIOSSLContext(configuration: tlsConfiguration)
+        self.sslContext = try tlsConfiguration.map { tlsConfiguration in
+            var tlsConfiguration = tlsConfiguration
+            tlsConfiguration.applicationProtocols = NIOHTTP2SupportedALPNProtocols
+            return try NIOSSLContext(configuration: tlsConfiguration)
+        }
         self.responder = responder
-        self.http1 = HTTP1Channel(responder: responder)
+        // An outage drops the HTTP/1.1 requests being answered: it counts them.
+        self.http1 = HTTP1Channel { [outage] request, writer, channel in
+            outage.http1RequestStarted()
+            defer { outage.http1RequestEnded() }
+            try await responder(request, writer, channel)
+        }
         self.send = send
-        self.recycling = recycling
+        self.policy = policy
+        self.outage = outage
         self.router = router
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
+        guard outage.admit(channel) else {
+            // Unreachable: reset before TLS, as a client finds a server whose network path is lost.
+            OutageCutter.reset(channel)
+            return channel.eventLoop.makeSucceededFuture(
+                Value(negotiated: channel.eventLoop.makeFailedFuture(OutageSwitch.Refused()), channel: channel))
+        }
+        return channel.eventLoop.makeCompletedFuture {
             let sync = channel.pipeline.syncOperations
+            try sync.addHandler(OutageCutter(), position: .first)
+            guard let sslContext else {
+                return Value(negotiated: http1.setup(channel: channel, logger: logger).map { .http1_1($0) }, channel: channel)
+            }
             try sync.addHandler(NIOSSLServerHandler(context: sslContext))
             let negotiation = NIOTypedApplicationProtocolNegotiationHandler<NIONegotiatedHTTPVersion<HTTP1Channel.Value, HTTP2Connection>> {
-                [http1, send, recycling] result in
+                [http1, send, policy] result in
                 switch result {
                 case .negotiated("h2"):
                     channel.eventLoop.makeCompletedFuture {
-                        .http2(try HTTP2Connection.configure(channel, send: send, streamLimit: recycling.streamsPerConnection))
+                        .http2(try HTTP2Connection.configure(channel, send: send, policy: policy))
                     }
                 case .negotiated("http/1.1"), .fallback:
                     http1.setup(channel: channel, logger: logger).map { .http1_1($0) }
@@ -88,10 +109,13 @@ struct HTTP2Connection: Sendable {
     private let routed: AsyncStream<RoutedRequest>
 
     /// Called on the channel's event loop.
-    static func configure(_ channel: any Channel, send: SendEndpoint, streamLimit: Int?) throws -> HTTP2Connection {
+    static func configure(_ channel: any Channel, send: SendEndpoint, policy: HTTP2ConnectionPolicy) throws -> HTTP2Connection {
         let (routed, continuation) = AsyncStream.makeStream(of: RoutedRequest.self)
-        let handler = HTTP2RequestsHandler(send: send, streamLimit: streamLimit, routed: continuation)
+        let maxConcurrentStreams = policy.maxConcurrentStreams
+        let handler = HTTP2RequestsHandler(send: send, maxConcurrentStreams: maxConcurrentStreams,
+                                           goAwayAfterStreams: policy.streamsPerConnection, routed: continuation)
         let sync = channel.pipeline.syncOperations
+        try sync.addHandler(AdvertisedStreamLimit(maxConcurrentStreams))
         try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: HTTP2RequestsHandler.settings))
         try sync.addHandler(handler)
         return HTTP2Connection(channel: channel, routed: routed)
@@ -148,17 +172,23 @@ private final class CollectedBody {
 
 /// Serves an HTTP/2 connection's streams on its frames. NIOHTTP2Handler below keeps the protocol
 /// state and outbound flow control; this handler gathers each request, answers a send at once (or
-/// after its scripted delay, on a timer), hands any other request to the router, and gives back the
-/// connection's inbound flow-control credit.
+/// after its delay, on a timer), hands any other request to the router, refuses streams beyond the
+/// advertised limit, and gives back the connection's inbound flow-control credit.
 final class HTTP2RequestsHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
     /// A stream's window holds the largest body a send may have, so that no request needs a
     /// WINDOW_UPDATE of its own; the connection's credit is given back as it is used.
-    static let settings: HTTP2Settings = nioDefaultSettings + [
-        HTTP2Setting(parameter: .initialWindowSize, value: SendEndpoint.maximumBodySize + windowUpdateThreshold)
+    /// NIOHTTP2Handler is told of no effective stream limit: beyond its own it ends the whole
+    /// connection, where RFC 9113 §5.1.2 lets a server refuse the one stream. The limit clients
+    /// see is put in by AdvertisedStreamLimit, and enforced here.
+    static let settings: HTTP2Settings = nioDefaultSettings.filter { $0.parameter != .maxConcurrentStreams } + [
+        HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(UInt32.max)),
+        HTTP2Setting(parameter: .initialWindowSize, value: SendEndpoint.maximumBodySize + windowUpdateThreshold),
     ]
+    /// The connection's window (RFC 9113 §6.9.2: 65,535 bytes, which SETTINGS do not change).
+    private static let connectionWindow = 65_535
     private static let windowUpdateThreshold = 32 * 1024
     private static let droppedResponseFields: Set<HTTPField.Name> = [.contentLength, .connection, .transferEncoding, .upgrade]
 
@@ -173,8 +203,10 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     }
 
     private let send: SendEndpoint
-    /// GOAWAY after this many streams (ConnectionRecycling).
-    private let streamLimit: Int?
+    /// Streams open at once beyond this are refused (SETTINGS_MAX_CONCURRENT_STREAMS).
+    private let maxConcurrentStreams: Int
+    /// GOAWAY after this many streams (HTTP2ConnectionPolicy).
+    private let goAwayAfterStreams: Int?
     private var streamCount = 0
     private let routed: AsyncStream<RoutedRequest>.Continuation
     /// Streams whose request is still arriving.
@@ -183,14 +215,14 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     /// went out, or the client reset them): true once answered.
     private var arrived: [HTTP2StreamID: Bool] = [:]
     private var lastStreamID = HTTP2StreamID.rootStream
-    private var connectionUnacknowledgedBytes = 0
     private var needsFlush = false
     private var goingAway = false
     private var closing = false
 
-    init(send: SendEndpoint, streamLimit: Int?, routed: AsyncStream<RoutedRequest>.Continuation) {
+    init(send: SendEndpoint, maxConcurrentStreams: Int, goAwayAfterStreams: Int?, routed: AsyncStream<RoutedRequest>.Continuation) {
         self.send = send
-        self.streamLimit = streamLimit
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.goAwayAfterStreams = goAwayAfterStreams
         self.routed = routed
     }
 
@@ -206,8 +238,10 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
             if streams[id] == nil && arrived[id] == nil {
                 // A new stream (trailers find theirs). Once going away, streams the client opened
                 // before it saw the GOAWAY are refused: it may send them again elsewhere (RFC 9113
-                // §8.7), and NIOHTTP2Handler drops the rest of a reset stream's frames.
-                guard !goingAway else {
+                // §8.7). So are streams beyond the advertised limit (RFC 9113 §5.1.2), which a
+                // client may open before our SETTINGS reach it. NIOHTTP2Handler drops the rest of a
+                // reset stream's frames.
+                guard !goingAway, streams.count + arrived.count < maxConcurrentStreams else {
                     context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.refusedStream))), promise: nil)
                     needsFlush = true
                     return
@@ -215,12 +249,11 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
                 streams[id] = Self.stream(from: headers.headers)
                 lastStreamID = max(lastStreamID, id)
                 streamCount += 1
-                if let streamLimit, streamCount >= streamLimit { goAway(context: context) }
+                if let goAwayAfterStreams, streamCount >= goAwayAfterStreams { goAway(context: context) }
             }
             if headers.endStream { requestEnded(id, context: context) }
         case .data(let data):
-            let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-            guard var stream = streams[id] else { return returnCredit(length, context: context) }
+            guard var stream = streams[id] else { return }
             if case .byteBuffer(var bytes) = data.data, !stream.tooLarge {
                 if stream.body.readableBytes + bytes.readableBytes > SendEndpoint.maximumBodySize {
                     stream.tooLarge = true
@@ -231,10 +264,13 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
             }
             streams[id] = stream
             if data.endStream { requestEnded(id, context: context) }
-            // As in push-worker's client, credit goes back after the frame is taken in. A body
-            // beyond the limit is discarded as it comes, with credit for the stream too, so that
-            // the client can finish sending and read its 400.
-            returnCredit(length, context: context, stream: stream.tooLarge && !data.endStream ? id : nil)
+            // A body beyond the limit is discarded as it comes, with credit for the stream, so
+            // that the client can finish sending and read its 400.
+            if stream.tooLarge && !data.endStream {
+                let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: length))), promise: nil)
+                needsFlush = true
+            }
         case .rstStream:
             forget(id, context: context)
         default:
@@ -254,6 +290,10 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent {
             forget(closed.streamID, context: context)
+        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream, let inbound = window.inboundWindowSize {
+            restoreConnectionWindow(from: inbound, context: context)
+        } else if event is OutageCutter.Cut {
+            send.ledger.recordOutageDroppedStreams(streams.count + arrived.values.count { !$0 })
         } else if event is ChannelShouldQuiesceEvent {
             // The server shuts down gracefully.
             goAway(context: context)
@@ -387,38 +427,81 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: nil))
     }
 
-    /// Gives the client back the connection window its DATA used, half a default window at a time,
-    /// and a discarding stream's window at once.
-    private func returnCredit(_ length: Int, context: ChannelHandlerContext, stream: HTTP2StreamID? = nil) {
-        guard length > 0 else { return }
-        if let stream {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: length))), promise: nil)
-            needsFlush = true
-        }
-        connectionUnacknowledgedBytes += length
-        guard connectionUnacknowledgedBytes >= Self.windowUpdateThreshold else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledgedBytes))),
-                      promise: nil)
-        connectionUnacknowledgedBytes = 0
+    /// Gives the client back the connection window its DATA used, half of it at a time (as
+    /// NIOHTTP2's own stream multiplexer does). NIOHTTP2Handler reports the window after every
+    /// frame, so DATA it drops itself (a reset stream's) is given back too.
+    private func restoreConnectionWindow(from window: Int, context: ChannelHandlerContext) {
+        let used = Self.connectionWindow - window
+        guard used >= Self.windowUpdateThreshold else { return }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: used))), promise: nil)
         needsFlush = true
     }
 }
 
-/// When HTTP/2 connections are ended with GOAWAY: Google's front ends do it now and then, and a
-/// client must send the streams above the GOAWAY's last stream id again (RFC 9113 §6.8).
-/// A new limit applies to connections opened after it is set.
-final class ConnectionRecycling: Sendable {
-    private let limit: Atomic<Int>
+/// How HTTP/2 connections opened from now on behave: the stream limit they advertise, and when
+/// they are ended with GOAWAY. Google's front ends end connections now and then, and a client must
+/// send the streams above the GOAWAY's last stream id again (RFC 9113 §6.8).
+final class HTTP2ConnectionPolicy: Sendable {
+    private let goAwayAfter: Atomic<Int>
+    private let streamLimit: Atomic<Int>
 
-    init(streamsPerConnection: Int?) {
-        limit = Atomic(streamsPerConnection ?? 0)
+    static let maxConcurrentStreamsRange = 1...Int(UInt32.max)
+
+    init(streamsPerConnection: Int?, maxConcurrentStreams: Int) {
+        precondition(Self.maxConcurrentStreamsRange.contains(maxConcurrentStreams), "maxConcurrentStreams must be in 1...\(UInt32.max)")
+        goAwayAfter = Atomic(streamsPerConnection ?? 0)
+        streamLimit = Atomic(maxConcurrentStreams)
     }
 
+    /// GOAWAY after this many streams; nil: never.
     var streamsPerConnection: Int? {
         get {
-            let value = limit.load(ordering: .relaxed)
+            let value = goAwayAfter.load(ordering: .relaxed)
             return value > 0 ? value : nil
         }
-        set { limit.store(newValue ?? 0, ordering: .relaxed) }
+        set { goAwayAfter.store(newValue ?? 0, ordering: .relaxed) }
+    }
+
+    /// SETTINGS_MAX_CONCURRENT_STREAMS.
+    var maxConcurrentStreams: Int {
+        get { streamLimit.load(ordering: .relaxed) }
+        set {
+            precondition(Self.maxConcurrentStreamsRange.contains(newValue), "maxConcurrentStreams must be in 1...\(UInt32.max)")
+            streamLimit.store(newValue, ordering: .relaxed)
+        }
+    }
+}
+
+/// Below NIOHTTP2Handler: puts the advertised SETTINGS_MAX_CONCURRENT_STREAMS into the server's
+/// first SETTINGS frame, the first bytes NIOHTTP2Handler writes, then leaves the pipeline
+/// (HTTP2RequestsHandler.settings says why NIOHTTP2Handler writes another value).
+final class AdvertisedStreamLimit: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    private static let frameHeaderLength = 9
+    private static let settingsFrameType: UInt8 = 0x4
+    private static let maxConcurrentStreamsIdentifier: UInt16 = 0x3
+    private let maxConcurrentStreams: UInt32
+
+    init(_ maxConcurrentStreams: Int) {
+        self.maxConcurrentStreams = UInt32(maxConcurrentStreams)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        guard case .byteBuffer(var bytes) = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        let start = bytes.readerIndex
+        if bytes.getInteger(at: start + 3, as: UInt8.self) == Self.settingsFrameType,
+           let length = bytes.getInteger(at: start, as: UInt32.self).map({ Int($0 >> 8) }) {
+            var offset = start + Self.frameHeaderLength
+            while offset + 6 <= start + Self.frameHeaderLength + length {
+                if bytes.getInteger(at: offset, as: UInt16.self) == Self.maxConcurrentStreamsIdentifier {
+                    bytes.setInteger(maxConcurrentStreams, at: offset + 2)
+                }
+                offset += 6
+            }
+        }
+        context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }

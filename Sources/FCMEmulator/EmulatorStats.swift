@@ -6,10 +6,19 @@ public struct EmulatorStats: Sendable, Equatable, Codable {
     public var rejectedTokenExchanges = 0
     /// Send requests answered 200 and counted as delivered.
     public var accepted = 0
+    /// Device tokens with at least one accepted send. When every send names a token, `accepted`
+    /// minus this is the number of duplicate deliveries (a send accepted again after its answer was lost).
+    public var distinctAcceptedTokens = 0
     /// Send requests answered with any error, including 401/403.
     public var rejected = 0
     /// Send requests with `validate_only: true` answered 200 (never delivered).
     public var validateOnly = 0
+    /// Connections closed at once, before TLS, because an outage was on.
+    public var outageRefusedConnections = 0
+    /// Requests (HTTP/2 streams, HTTP/1.1 requests) whose connection an outage cut before they were
+    /// answered. A send among them that had been admitted is still delivered and counted in `accepted`,
+    /// as FCM delivers a message whose answer the lost network path dropped.
+    public var outageDroppedStreams = 0
     /// Per device token (`message.token` or `message.fid`); topic and condition sends only count in the totals.
     public var devices: [String: DeviceStats] = [:]
 
@@ -19,8 +28,11 @@ public struct EmulatorStats: Sendable, Equatable, Codable {
         case tokenExchanges = "token_exchanges"
         case rejectedTokenExchanges = "rejected_token_exchanges"
         case accepted
+        case distinctAcceptedTokens = "distinct_accepted_tokens"
         case rejected
         case validateOnly = "validate_only"
+        case outageRefusedConnections = "outage_refused_connections"
+        case outageDroppedStreams = "outage_dropped_streams"
         case devices
     }
 }

@@ -30,6 +30,12 @@ public struct FCMEmulator: Service {
         /// An HTTP/2 connection gets GOAWAY after this many streams, as Google's front ends end
         /// connections now and then; nil never does. Changeable while running.
         public var streamsPerConnection: Int?
+        /// The SETTINGS_MAX_CONCURRENT_STREAMS HTTP/2 connections advertise (at least 1); streams
+        /// beyond it are refused with RST_STREAM REFUSED_STREAM. Changeable while running.
+        public var maxConcurrentStreams: Int
+        /// How long sends wait before they are answered; nil: at once. Only sends that are
+        /// delivered wait, and a scripted `slow` outcome's delay wins. Changeable while running.
+        public var latency: LatencyProfile?
 
         public init(
             host: String = "127.0.0.1",
@@ -40,7 +46,9 @@ public struct FCMEmulator: Service {
             prefixRules: [PrefixRule] = [],
             retainedMessageLimit: Int = 1000,
             caFilePath: String? = nil,
-            streamsPerConnection: Int? = nil
+            streamsPerConnection: Int? = nil,
+            maxConcurrentStreams: Int = 100,
+            latency: LatencyProfile? = nil
         ) {
             self.host = host
             self.port = port
@@ -51,6 +59,8 @@ public struct FCMEmulator: Service {
             self.retainedMessageLimit = retainedMessageLimit
             self.caFilePath = caFilePath
             self.streamsPerConnection = streamsPerConnection
+            self.maxConcurrentStreams = maxConcurrentStreams
+            self.latency = latency
         }
     }
 
@@ -78,7 +88,8 @@ public struct FCMEmulator: Service {
         defer { caFile?.removeIfTemporary() }
 
         let scheme = configuration.tls ? "https" : "http"
-        let send = SendEndpoint(registry: core.registry, ledger: core.ledger, messageIDs: core.messageIDs, logger: logger)
+        let send = SendEndpoint(registry: core.registry, ledger: core.ledger, latency: core.latency, messageIDs: core.messageIDs,
+                                logger: logger)
         let router = EmulatorRoutes.router(core: core, send: send, scheme: scheme, logger: logger).buildResponder()
         let advertisedHost = Self.advertisedHost(for: configuration.host)
         let applicationConfiguration = ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port))
@@ -94,27 +105,16 @@ public struct FCMEmulator: Service {
             logger.info("FCM emulator listening", metadata: ["base_url": "\(running.baseURL)"])
             await onRunning(running)
         }
-        let app =
-            if let certificates {
-                Application(
-                    responder: router,
-                    server: HTTPServerBuilder { responder in
-                        try EmulatorServerChannel(tlsConfiguration: certificates.serverTLSConfiguration, send: send,
-                                                  recycling: core.recycling, router: router, responder: responder)
-                    },
-                    configuration: applicationConfiguration,
-                    onServerRunning: onServerRunning,
-                    logger: logger
-                )
-            } else {
-                Application(
-                    responder: router,
-                    server: .http1(),
-                    configuration: applicationConfiguration,
-                    onServerRunning: onServerRunning,
-                    logger: logger
-                )
-            }
+        let app = Application(
+            responder: router,
+            server: HTTPServerBuilder { responder in
+                try EmulatorServerChannel(tlsConfiguration: certificates?.serverTLSConfiguration, send: send, policy: core.http2Policy,
+                                          outage: core.outage, router: router, responder: responder)
+            },
+            configuration: applicationConfiguration,
+            onServerRunning: onServerRunning,
+            logger: logger
+        )
         try await app.run()
     }
 
@@ -184,12 +184,17 @@ final class EmulatorCore: Sendable {
     let ledger: DeliveryLedger
     let tokenFaults = TokenEndpointFaults()
     let messageIDs = MessageIDGenerator()
-    let recycling: ConnectionRecycling
+    let http2Policy: HTTP2ConnectionPolicy
+    let latency: LatencySetting
+    let outage: OutageSwitch
 
     init(configuration: FCMEmulator.Configuration) {
         registry = AccountRegistry(tokenLifetime: configuration.tokenLifetime)
-        recycling = ConnectionRecycling(streamsPerConnection: configuration.streamsPerConnection)
+        http2Policy = HTTP2ConnectionPolicy(streamsPerConnection: configuration.streamsPerConnection,
+                                            maxConcurrentStreams: configuration.maxConcurrentStreams)
+        latency = LatencySetting(configuration.latency)
         ledger = DeliveryLedger(prefixRules: configuration.prefixRules, retainedMessageLimit: configuration.retainedMessageLimit)
+        outage = OutageSwitch(ledger: ledger)
         for account in configuration.serviceAccounts {
             registry.register(account)
         }

@@ -62,7 +62,35 @@ public final class RunningEmulator: Sendable {
 
     /// HTTP/2 connections opened from now on get GOAWAY after `streams` streams; nil: never.
     public func goAway(afterStreams streams: Int?) {
-        core.recycling.streamsPerConnection = streams
+        core.http2Policy.streamsPerConnection = streams
+    }
+
+    /// HTTP/2 connections opened from now on advertise SETTINGS_MAX_CONCURRENT_STREAMS `streams`
+    /// (1 or more) and refuse streams beyond it with RST_STREAM REFUSED_STREAM.
+    public func setMaxConcurrentStreams(_ streams: Int) {
+        core.http2Policy.maxConcurrentStreams = streams
+    }
+
+    // MARK: Latency and outages
+
+    /// Sends delivered from now on are answered after a delay drawn from `profile`; nil answers them
+    /// at once. A scripted `slow` outcome's delay wins; failures and dry runs never wait.
+    public func setLatency(_ profile: LatencyProfile?) {
+        core.latency.set(profile)
+    }
+
+    /// The emulator becomes unreachable for `duration`, as when the network path to FCM is lost:
+    /// every open connection is reset at once (no GOAWAY, no answers to requests in flight), and
+    /// until the outage ends every new connection is reset as soon as it is accepted, before TLS.
+    /// Sends already admitted are still delivered, their answers lost (`outageDroppedStreams`).
+    /// A new outage during one sets its end anew; a duration of zero only cuts the open connections.
+    public func beginOutage(for duration: Duration) {
+        core.outage.begin(for: duration)
+    }
+
+    /// Ends an outage now: new connections are served again.
+    public func endOutage() {
+        core.outage.end()
     }
 
     // MARK: Scripting sends

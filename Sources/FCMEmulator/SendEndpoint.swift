@@ -21,10 +21,12 @@ struct SendEndpoint: Sendable {
 
     let registry: AccountRegistry
     let ledger: DeliveryLedger
+    let latency: LatencySetting
     let messageIDs: MessageIDGenerator
     let logger: Logger
 
-    /// A send admitted for delivery, answered once its scripted delay (if any) has passed.
+    /// A send admitted for delivery, answered once its delay (scripted, or drawn from the latency
+    /// profile) has passed.
     struct Admitted: Sendable {
         let delay: Duration?
         fileprivate let deviceToken: String?
@@ -50,8 +52,8 @@ struct SendEndpoint: Sendable {
         }
     }
 
-    /// Everything but the scripted delay, without waiting: the credentials, the message and the
-    /// token's scripted outcome. `body` is nil when it was larger than `maximumBodySize`.
+    /// Everything but the delay, without waiting: the credentials, the message, the token's
+    /// scripted outcome and how long to wait. `body` is nil when it was larger than `maximumBodySize`.
     func decide(authorization: String?, projectID: String, body: ByteBuffer?) -> Decision {
         switch registry.authorize(authorizationHeader: authorization, projectID: projectID) {
         case .allowed: break
@@ -83,6 +85,10 @@ struct SendEndpoint: Sendable {
             case .deliver(let scripted):
                 delay = scripted
             }
+        }
+        // Dry runs deliver nothing, and wait for nothing, as with a scripted delay.
+        if delay == nil && !sendRequest.validateOnly {
+            delay = latency.sample()
         }
         return .deliver(Admitted(delay: delay, deviceToken: deviceToken, validateOnly: sendRequest.validateOnly,
                                  projectID: projectID, body: body))

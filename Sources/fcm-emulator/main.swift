@@ -41,6 +41,21 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             third_party_auth_error, unavailable, internal, quota_exceeded, slow,
             unauthenticated.
 
+            Modelling real FCM:
+              --latency PROFILE  every send that is delivered waits a delay drawn
+                   from PROFILE before its answer, e.g. 50%:30ms,39%:60ms,10%:150ms,1%:2s
+                   (percentages adding up to 100; delays in ms or s). A scripted
+                   slow outcome's delay wins; failures and dry runs never wait.
+              --outage-after S --outage-for D  S seconds after start, the emulator
+                   is unreachable for D seconds, as when the network path to FCM
+                   is lost: open connections are reset at once (no GOAWAY, no
+                   answers to requests in flight; sends already admitted are
+                   still delivered), new ones are reset before TLS.
+              --max-concurrent-streams N  the SETTINGS_MAX_CONCURRENT_STREAMS
+                   HTTP/2 connections advertise (default 100); streams beyond it
+                   are refused with RST_STREAM REFUSED_STREAM.
+              --streams-per-connection N  GOAWAY after N streams.
+
             Admin API (no authentication: a loopback test tool):
               POST /emulator/service-accounts  {"client_email", "project_id",
                    "public_key" or "private_key", "private_key_id"?}
@@ -49,7 +64,14 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
               POST /emulator/token-failures  {"count", "status"?}
                    the next token requests fail (default status 503)
               POST /emulator/revoke-access-tokens
-              GET  /emulator/stats[?devices=false]
+              POST /emulator/latency  {"profile": "50%:30ms,..."} or
+                   {"profile": null} to answer at once again
+              POST /emulator/outage  {"seconds"}  answers 202, then the
+                   emulator, this API included, is unreachable for that long
+              GET  /emulator/stats[?devices=false]  counters, among them
+                   accepted and distinct_accepted_tokens (the difference counts
+                   duplicate deliveries), outage_refused_connections and
+                   outage_dropped_streams (requests cut unanswered)
               GET  /emulator/messages[?token=TOKEN]  recently accepted messages
               POST /emulator/reset  forget scripts, counters, messages, tokens
 
@@ -107,12 +129,42 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
                                valueName: "n"))
     var streamsPerConnection: Int?
 
+    @Option(name: .customLong("max-concurrent-streams"),
+            help: ArgumentHelp("The SETTINGS_MAX_CONCURRENT_STREAMS HTTP/2 connections advertise; streams beyond it are refused.", valueName: "n"))
+    var maxConcurrentStreams = 100
+
+    @Option(help: ArgumentHelp("Answer each delivered send after a delay drawn from PROFILE, e.g. 50%:30ms,39%:60ms,10%:150ms,1%:2s.",
+                               valueName: "profile"),
+            transform: { text throws(LatencyProfileError) in try LatencyProfile(parsing: text) })
+    var latency: LatencyProfile?
+
+    @Option(name: .customLong("outage-after"),
+            help: ArgumentHelp("Begin an outage this many seconds after start (with --outage-for).", valueName: "seconds"))
+    var outageAfter: Double?
+
+    @Option(name: .customLong("outage-for"),
+            help: ArgumentHelp("How long the outage of --outage-after lasts: connections are reset, new ones refused.", valueName: "seconds"))
+    var outageFor: Double?
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be between 0 and 65535") }
         guard tokenLifetime > 0 else { throw ValidationError("--token-lifetime must be positive") }
         guard retainedMessages >= 0 else { throw ValidationError("--retain-messages must not be negative") }
         if let streamsPerConnection, streamsPerConnection < 1 { throw ValidationError("--streams-per-connection must be at least 1") }
+        guard (1...Int(UInt32.max)).contains(maxConcurrentStreams) else {
+            throw ValidationError("--max-concurrent-streams must be between 1 and \(UInt32.max)")
+        }
+        switch (outageAfter, outageFor) {
+        case (nil, nil): break
+        case (let after?, let duration?):
+            guard (0...Self.longestWait).contains(after) else { throw ValidationError("--outage-after must be from 0 to \(Int(Self.longestWait)) seconds") }
+            guard (0...Self.longestWait).contains(duration) else { throw ValidationError("--outage-for must be from 0 to \(Int(Self.longestWait)) seconds") }
+        default: throw ValidationError("--outage-after and --outage-for go together")
+        }
     }
+
+    /// A day: longer is surely a mistake, and keeps the arithmetic on durations safe.
+    private static let longestWait = 86_400.0
 
     func run() async throws {
         let listening = ListeningFlag()
@@ -147,7 +199,9 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             serviceAccounts: try serviceAccountFiles.map(Self.readServiceAccount),
             prefixRules: try prefixRules.map(Self.parsePrefixRule) + (noDefaultPrefixes ? [] : PrefixRule.standard),
             retainedMessageLimit: retainedMessages,
-            streamsPerConnection: streamsPerConnection
+            streamsPerConnection: streamsPerConnection,
+            maxConcurrentStreams: maxConcurrentStreams,
+            latency: latency
         )
         let caURL = URL(fileURLWithPath: caOut).standardizedFileURL
         if configuration.tls {
@@ -158,13 +212,29 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             configuration.caFilePath = caURL.path
         }
 
+        let (started, startedContinuation) = AsyncStream.makeStream(of: RunningEmulator.self)
         let emulator = FCMEmulator(configuration: configuration) { running in
             listening.set()
             let settings = "FCM_BASE_URL=\(running.baseURL) GOOGLE_TOKEN_URL=\(running.tokenURL) PUSH_CA_FILE=\(running.caFilePath ?? "")\n"
             // Unbuffered, so that a script reading our stdout sees the line at once.
             FileHandle.standardOutput.write(Data(settings.utf8))
+            startedContinuation.yield(running)
+            startedContinuation.finish()
         }
-        try await emulator.runService()
+        try await withThrowingDiscardingTaskGroup { group in
+            if let outageAfter, let outageFor {
+                group.addTask {
+                    for await running in started {
+                        // Cancelled when the emulator stops first.
+                        guard (try? await Task.sleep(for: .seconds(outageAfter))) != nil else { return }
+                        running.beginOutage(for: .seconds(outageFor))
+                    }
+                }
+            }
+            defer { startedContinuation.finish() }
+            try await emulator.runService()
+            group.cancelAll()
+        }
     }
 
     /// A startup failure is one line on stderr and exit status 1, never a usage text or a stack trace.

@@ -300,6 +300,11 @@ struct SendEndpointTests {
             #expect(session.emulator.stats(for: "once") == DeviceStats(accepted: 1))
             #expect(session.emulator.stats(for: "never") == DeviceStats(rejected: 1))
             #expect(session.emulator.stats.accepted == 3)
+            // Accepted sends beyond the distinct tokens are duplicates.
+            #expect(session.emulator.stats.distinctAcceptedTokens == 2)
+            let summary = try await session.request(.GET, "/emulator/stats?devices=false")
+            #expect(summary.json["accepted"] as? Int == 3)
+            #expect(summary.json["distinct_accepted_tokens"] as? Int == 2)
             let last = try #require(session.emulator.lastAcceptedMessage(for: "twice"))
             #expect(last.requestBody.contains(#"{"n":"2"}"#))
             // Only the two most recent bodies are retained.

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import FCMEmulator
 import Foundation
+import NIOCore
 import NIOHTTP1
 import NIOSSL
 import Testing
@@ -141,58 +142,35 @@ struct HTTP2ConnectionTests {
     @Test("a graceful shutdown answers the sends in flight before it closes the connection")
     func gracefulShutdownAnswersInFlightSends() async throws {
         let fixture = try Fixtures.primary()
-        let clients = ClientsToShutDown()
-        var started = ContinuousClock.now
-        let outcome: Result<HTTPResult, any Error> = await withTaskGroup(of: Result<HTTPResult, any Error>?.self) { group in
-            do {
-                try await FCMEmulator.withRunning { emulator in
-                    var configuration = HTTPClient.Configuration()
-                    var tls = TLSConfiguration.makeClientConfiguration()
-                    tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(try #require(emulator.caFilePath)))
-                    configuration.tlsConfiguration = tls
-                    configuration.httpVersion = .automatic
-                    let session = EmulatorSession(emulator: emulator, client: clients.add(HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)))
-                    let accessToken = try await session.accessToken(for: fixture)
-                    emulator.script(token: "in-flight", .slow(.seconds(1)))
-                    started = ContinuousClock.now
-                    group.addTask {
-                        do {
-                            return .success(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "in-flight")))
-                        } catch {
-                            return .failure(error)
-                        }
+        let (admitted, admittedContinuation) = AsyncStream.makeStream(of: ContinuousClock.Instant.self)
+        let (frames, elapsed) = try await withThrowingTaskGroup(of: ([RawFrame], Duration).self) { group in
+            try await EmulatorSession.with { session in
+                let accessToken = try await session.accessToken(for: fixture)
+                session.emulator.script(token: "in-flight", .slow(.seconds(1)))
+                group.addTask {
+                    defer { admittedContinuation.finish() }
+                    return try await RawHTTP2Connection.with(session.emulator) { connection in
+                        _ = try await connection.handshake()
+                        try await connection.write(
+                            RawHTTP2Connection.send(stream: 1, accessToken: accessToken, body: EmulatorSession.message(token: "in-flight")))
+                        try await connection.ping()
+                        let started = ContinuousClock.now
+                        admittedContinuation.yield(started)
+                        var frames: [RawFrame] = []
+                        while let frame = try await connection.next() { frames.append(frame) }
+                        return (frames, ContinuousClock.now - started)
                     }
-                    // The send arrives within milliseconds and waits out its delay while the shutdown begins.
-                    try await Task.sleep(for: .milliseconds(300))
-                    #expect(emulator.stats(for: "in-flight") == DeviceStats(), "still in flight when the shutdown begins")
                 }
-            } catch {
-                group.cancelAll()
-                return .failure(error)
+                // The send was taken in and waits out its delay; leaving begins the shutdown.
+                for await _ in admitted { break }
+                #expect(session.emulator.stats(for: "in-flight") == DeviceStats(), "still in flight when the shutdown begins")
             }
-            return await group.next().flatMap { $0 } ?? .failure(CancellationError())
+            return try await group.next() ?? ([], .zero)
         }
-        let elapsed = ContinuousClock.now - started
-        await clients.shutDown()
-        let result = try outcome.get()
-        #expect(result.status == 200)
-        #expect(result.version == .http2)
+        // HTTP/2's static table holds ":status: 200" at index 8, which HPACK writes as the byte 0x88.
+        #expect(frames.contains { $0.type == RawFrame.headers && $0.streamID == 1 && $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self) == 0x88 })
+        #expect(frames.last?.type == RawFrame.goAway)
         // Answered after its delay, and well before the 5 s the shutdown waits for a connection left open.
-        #expect(elapsed >= .seconds(1))
         #expect(elapsed < .seconds(4))
-    }
-}
-
-/// HTTP clients a test made, shut down at its end whatever happened.
-private final class ClientsToShutDown: @unchecked Sendable {
-    private var clients: [HTTPClient] = []
-
-    func add(_ client: HTTPClient) -> HTTPClient {
-        clients.append(client)
-        return client
-    }
-
-    func shutDown() async {
-        for client in clients { try? await client.shutdown() }
     }
 }
