@@ -214,7 +214,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         if let ticks = ticksSincePing {
             ticksSincePing = ticks + 1
             guard ticks + 1 >= ticksBeforePingTimeout else { return }
-            lastError = UnansweredPing(timeout: tick * Int64(ticksBeforePingTimeout))
+            if lastError == nil { lastError = UnansweredPing(timeout: tick * Int64(ticksBeforePingTimeout)) }
             state.retire()
             context.close(promise: nil)
         } else if silentTicks >= silentTicksBeforePing && context.channel.isActive {
@@ -353,7 +353,8 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             fail(streamError.streamID, .malformedResponse("\(streamError.baseError)"))
             return
         }
-        lastError = error
+        // The first error says why; what follows our close (TLS's unclean shutdown, say) does not.
+        if lastError == nil { lastError = error }
         state.retire()
         context.close(promise: nil)
     }

@@ -17,9 +17,11 @@ struct FCMStreamsHandlerTests {
         let loop = EmbeddedEventLoop()
         let channel: EmbeddedChannel
 
-        init(holdingWrites: HoldingWrites? = nil, pingInterval: Duration = .seconds(5), pingTimeout: Duration = .seconds(5)) throws {
+        init(holdingWrites: HoldingWrites? = nil, closingLater: ClosingLater? = nil, pingInterval: Duration = .seconds(5),
+             pingTimeout: Duration = .seconds(5)) throws {
             channel = EmbeddedChannel(loop: loop)
             if let holdingWrites { try channel.pipeline.syncOperations.addHandler(holdingWrites) }
+            if let closingLater { try channel.pipeline.syncOperations.addHandler(closingLater) }
             try channel.pipeline.syncOperations.addHandler(FCMStreamsHandler(state: state, pingInterval: pingInterval, pingTimeout: pingTimeout))
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         }
@@ -102,11 +104,18 @@ struct FCMStreamsHandlerTests {
         // Its last stream has ended: the connection is closed, not left open.
         #expect(!harness.channel.isActive)
 
-        // A connection error (TLS, say) ends every stream with its text.
+        // A connection error (TLS, say) ends every stream with its text: the first error's, not
+        // what the close it causes brings (the peer then drops TCP without TLS's close_notify).
         struct BrokenRecord: Error, CustomStringConvertible { var description: String { "bad record MAC" } }
-        let broken = try Harness()
+        struct UncleanShutdown: Error, CustomStringConvertible { var description: String { "uncleanShutdown" } }
+        let goodbye = ClosingLater()
+        let broken = try Harness(closingLater: goodbye)
         let cut = try broken.send(1)
         broken.channel.pipeline.fireErrorCaught(BrokenRecord())
+        broken.channel.pipeline.fireErrorCaught(UncleanShutdown())
+        #expect(Harness.results(cut) == nil && goodbye.requested)
+        try broken.channel.pipeline.syncOperations.removeHandler(goodbye).wait()
+        _ = try broken.channel.finish()
         #expect(try #require(Harness.results(cut))[0].failureDescription == "connection closed: bad record MAC")
 
         let closing = try Harness()
@@ -141,6 +150,16 @@ struct FCMStreamsHandlerTests {
         var held: [EventLoopPromise<Void>] = []
         func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
             if let promise { held.append(promise) }
+        }
+    }
+
+    /// Takes in a close without passing it on, as a TLS connection that first says goodbye does.
+    final class ClosingLater: ChannelOutboundHandler, RemovableChannelHandler {
+        typealias OutboundIn = HTTP2Frame
+        var requested = false
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+            requested = true
+            promise?.succeed()
         }
     }
 
