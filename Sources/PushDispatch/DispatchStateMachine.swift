@@ -18,24 +18,51 @@ struct DispatchStateMachine {
         let probe: Bool
     }
 
-    /// What the loop does next.
-    enum Step: Equatable {
-        /// Claim up to `limit` deliveries; `probe`: one, whose fate says whether FCM is back.
-        case claim(limit: Int, probe: Bool)
-        /// Wait for an answer, a NOTIFY or the poll interval.
-        case wait
-        /// Stopping, and nothing is in flight.
-        case stop
+    /// What the claim's queries remember between claims, kept here between them.
+    struct ClaimCursor: Sendable {
+        /// Due jobs with audience left to expand, oldest first, and when they were read.
+        var audiences: [DeliveryQueue.Audience] = []
+        var audiencesRead = ContinuousClock.Instant.now
+        /// When to look for due deliveries again after a look that found too few.
+        var nextDueClaim = ContinuousClock.Instant.now
+    }
+
+    /// A claim for the I/O layer to run, concurrently with the sends.
+    struct ClaimRequest: Sendable {
+        /// New deliveries wanted; 0 when the claim only checks on jobs.
+        let limit: Int
+        let pausedApps: [Int64]
+        let failedJobs: [Int64]
+        /// Jobs read within `jobFreshness`: the others' details are read with the claim.
+        let freshJobs: Set<Int64>
+        /// Jobs of ready deliveries whose running status is to be confirmed.
+        let recheckJobs: [Int64]
+        let cursor: ClaimCursor
+        /// How long to wait before reporting a failure, so that a database outage is not hammered.
+        let backoff: Duration
+    }
+
+    /// What a claim found.
+    struct ClaimResult: Sendable {
+        let claimed: [DeliveryQueue.Claimed]
+        let loadedJobs: [DeliveryQueue.Job]
+        /// Of `recheckJobs`, those still running.
+        let runningJobs: Set<Int64>
+        let cursor: ClaimCursor
     }
 
     /// What the I/O layer carries out.
     enum Action {
         /// Send these, each delivery's attempt reported as its answer comes.
         case send([Claim], probe: Bool)
+        /// Run this claim and report how it ended.
+        case claim(ClaimRequest)
         /// Hand to the writer.
         case write(Outbox.Batch)
-        /// Held back, unsent: their leases are kept alive until they go out or are released.
+        /// Claimed and waiting to be sent: their leases are kept alive until they go out.
         case keepLeased([DeliveryQueue.Lease])
+        /// Settled without a send while waiting: their leases need no more keeping.
+        case forgetLeased([DeliveryQueue.Lease])
         case log(Logger.Level, String, Logger.Metadata)
         case countSend(app: String, outcome: String)
         case recordLatency(Duration)
@@ -44,26 +71,35 @@ struct DispatchStateMachine {
     let concurrency: Int
     /// Deliveries sent and not yet answered.
     private(set) var running = 0
+    /// Claimed (leased to this worker) and not sent yet, oldest first, from `readyStart`: each
+    /// answer's slot is refilled from here at once, while the next claim runs.
+    private var ready: [DeliveryQueue.Claimed] = []
+    private var readyStart = 0
+    var waiting: ArraySlice<DeliveryQueue.Claimed> { ready[readyStart...] }
+    private var claimInFlight = false
     /// Whether a claim may find something: after one that found less than it asked for, the next
     /// waits for a hint (NOTIFY, the poll interval) instead of following every answer.
     private var mayFindMore = true
+    private var cursor = ClaimCursor()
     private(set) var reachability: FCMReachability
     private var policy: DeliveryPolicy
     private var jobs: [Int64: (job: DeliveryQueue.Job, loaded: ContinuousClock.Instant)] = [:]
+    /// When each job was last seen running: a ready delivery goes out only while that is recent,
+    /// so that a job cancelled or failed meanwhile sends nothing more.
+    private var confirmedRunning: [Int64: ContinuousClock.Instant] = [:]
     private var pausedApps: [Int64: ContinuousClock.Instant] = [:]
     private(set) var failedJobs: Set<Int64> = []
     /// Devices of each chunk held here whose result is not written yet: at zero the chunk is
     /// deleted with its last results.
     private var chunkDevicesLeft: [Int64: Int] = [:]
-    /// Devices of a taken-over chunk beyond the free capacity, sent as capacity frees up (their
-    /// chunk's lease is kept alive meanwhile).
-    private(set) var heldBack: [DeliveryQueue.Claimed] = []
     private var databaseFailures = 0
 
     /// Credentials in `apps` are read again after this, so new ones take effect without a restart.
     static let jobFreshness = Duration.seconds(5)
     /// Jobs not claimed for this long are finished or paused: forgotten.
     static let jobMemory = Duration.seconds(60)
+    /// A ready delivery goes out only if its job was seen running this recently.
+    static let runningFreshness = Duration.milliseconds(100)
 
     init(concurrency: Int, maxAttempts: Int, longestFCMOutage: Duration) {
         self.concurrency = concurrency
@@ -77,20 +113,84 @@ struct DispatchStateMachine {
         self.reachability = reachability
     }
 
-    // MARK: Claiming
+    // MARK: Claiming and refilling
 
-    func nextStep(now: ContinuousClock.Instant, stopping: Bool) -> Step {
-        if stopping { return running == 0 ? .stop : .wait }
-        let free = concurrency - running
-        // Claiming once half the capacity is free, not a quarter, halves the expansion
-        // statements (each plans for ~0.4 ms besides its rows): ~8 % less database CPU per
-        // delivery, measured, and 512 sends in flight still keep FCM busy.
-        guard mayFindMore, free >= max(1, concurrency / 2) || running == 0 else { return .wait }
-        switch reachability.admission(now: now) {
-        case .closed: return .wait
-        case .probe: return .claim(limit: 1, probe: true)
-        case .unrestricted: return .claim(limit: free, probe: false)
+    /// After the events that woke the loop: what to send from the ready deliveries into the free
+    /// slots, whether to claim, and whether the loop is done (stopping, nothing in flight).
+    mutating func poll(now: ContinuousClock.Instant, stopping: Bool, date: Date = Date()) -> (actions: [Action], done: Bool) {
+        if stopping { return ([], running == 0 && !claimInFlight) }
+        var actions: [Action] = []
+        let admission = reachability.admission(now: now)
+        var stale = false
+        if admission != .closed {
+            stale = refill(probe: admission == .probe, now: now, date: date, into: &actions)
         }
+        guard !claimInFlight, admission != .closed else { return (actions, false) }
+        let held = running + waiting.count
+        // Claims are large (half the capacity at least: each expansion statement plans for
+        // ~0.4 ms besides its rows) and start while half a capacity's worth is still ready, so
+        // that the slots keep being refilled while the claim runs.
+        let wanted: Int
+        if admission == .probe {
+            wanted = mayFindMore && waiting.isEmpty && running == 0 ? 1 : 0
+        } else {
+            wanted = mayFindMore && held <= concurrency + concurrency / 2 ? 2 * concurrency - held : 0
+        }
+        let recheck = stale && running < concurrency
+        guard wanted > 0 || recheck else { return (actions, false) }
+        claimInFlight = true
+        actions.append(.claim(ClaimRequest(
+            limit: wanted, pausedApps: pausedApps(now: now), failedJobs: Array(failedJobs),
+            freshJobs: Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys),
+            recheckJobs: Array(Set(waiting.map(\.jobID))).sorted(), cursor: cursor,
+            backoff: Self.databaseBackoff(failures: databaseFailures + 1))))
+        return (actions, false)
+    }
+
+    /// Fills free slots from the ready deliveries, in claim order, while their job was seen
+    /// running lately; settles those that need no send. True when it stopped at one whose job
+    /// is to be confirmed first.
+    private mutating func refill(probe: Bool, now: ContinuousClock.Instant, date: Date, into actions: inout [Action]) -> Bool {
+        var free = probe ? (running == 0 ? 1 : 0) : concurrency - running
+        var batch: [Claim] = []
+        var settled = Outbox.Batch()
+        var forgotten: [DeliveryQueue.Lease] = []
+        var stale = false
+        while free > 0, readyStart < ready.endIndex {
+            let delivery = ready[readyStart]
+            guard let seen = confirmedRunning[delivery.jobID], now - seen <= Self.runningFreshness, let job = jobs[delivery.jobID]?.job else {
+                stale = true
+                break
+            }
+            readyStart += 1
+            if !delivery.jobRunning {
+                // Recorded as a retry without an attempt: the write turns it into the job's ending.
+                settle(delivery, job: job, status: "pending", code: "JOB_ENDED", message: "", into: &settled, actions: &actions, now: date)
+            } else if !delivery.deviceActive {
+                settle(delivery, job: job, status: "skipped", code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn",
+                       into: &settled, actions: &actions, now: date)
+            } else if let account = job.account {
+                batch.append((delivery, job, account))
+                free -= 1
+                continue
+            } else {
+                let reason = "app \(job.appCode): no FCM credentials (pushctl app set-credentials --code \(job.appCode))"
+                settle(delivery, job: job, status: "failed", code: "NO_CREDENTIALS", message: reason, into: &settled, actions: &actions, now: date)
+                failJob(job.id, reason, into: &settled)
+            }
+            forgotten.append(delivery.lease)
+        }
+        // Sent ones are dropped from the front now and then, not one by one.
+        if readyStart > 256 && readyStart * 2 > ready.count {
+            ready.removeFirst(readyStart)
+            readyStart = 0
+        }
+        running += batch.count
+        if probe && !batch.isEmpty { reachability.probeSent() }
+        if !batch.isEmpty { actions.append(.send(batch, probe: probe)) }
+        if !settled.isEmpty { actions.append(.write(settled)) }
+        if !forgotten.isEmpty { actions.append(.forgetLeased(forgotten)) }
+        return stale
     }
 
     /// A NOTIFY, the poll interval or a shutdown: a claim may find something again.
@@ -101,90 +201,50 @@ struct DispatchStateMachine {
     /// Apps whose deliveries are not claimed now (FCM's quota, an unavailable token endpoint).
     mutating func pausedApps(now: ContinuousClock.Instant) -> [Int64] {
         pausedApps = pausedApps.filter { $0.value > now }
-        return Array(pausedApps.keys)
+        return Array(pausedApps.keys).sorted()
     }
 
-    func isPaused(app: Int64) -> Bool { pausedApps[app] != nil }
-
-    /// Up to `limit` held-back deliveries, to be sent before anything new is claimed.
-    mutating func takeHeldBack(upTo limit: Int) -> [DeliveryQueue.Claimed] {
-        let taken = Array(heldBack.prefix(limit))
-        heldBack.removeFirst(taken.count)
-        return taken
-    }
-
-    /// Deliveries claimed as devices of chunks leased to this worker (expanded or taken over).
-    mutating func leased(_ claimed: [DeliveryQueue.Claimed]) {
-        for delivery in claimed {
-            if case .chunk(let chunk) = delivery.lease { chunkDevicesLeft[chunk, default: 0] += 1 }
-        }
-    }
-
-    /// Held back when the claim could not finish (its jobs could not be read): kept, leases alive,
-    /// for the next claim.
-    mutating func holdBack(_ claimed: [DeliveryQueue.Claimed]) {
-        heldBack += claimed
-    }
-
-    /// The jobs of `ids` whose details must be read (again) before their deliveries go out.
-    func staleJobs(_ ids: Set<Int64>, now: ContinuousClock.Instant) -> [Int64] {
-        ids.filter { jobs[$0].map { now - $0.loaded > Self.jobFreshness } ?? true }.sorted()
-    }
-
-    mutating func jobsLoaded(_ loaded: [DeliveryQueue.Job], now: ContinuousClock.Instant) {
-        for job in loaded { jobs[job.id] = (job, now) }
+    /// The claim `request` found `result`: its deliveries join the ready ones (and go out as
+    /// the next poll refills the slots); ready deliveries of jobs that ended are marked so.
+    mutating func claimed(_ result: ClaimResult, for request: ClaimRequest, now: ContinuousClock.Instant) -> [Action] {
+        claimInFlight = false
+        databaseFailures = 0
+        cursor = result.cursor
+        if request.limit > 0 { mayFindMore = result.claimed.count >= request.limit }
+        for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
         for (id, entry) in jobs where now - entry.loaded > Self.jobMemory {
             jobs[id] = nil
+            confirmedRunning[id] = nil
             failedJobs.remove(id)
             policy.forget(job: id)
         }
-    }
-
-    /// A claim that asked for `limit` found `claimed` (held-back ones first): what fits is sent,
-    /// the rest held back; deliveries that need no send (their job ended, their device was
-    /// deactivated, their app has no credentials) are settled here and never reach FCM.
-    mutating func claimed(_ claimed: [DeliveryQueue.Claimed], limit: Int, probe: Bool, now: Date = Date()) -> [Action] {
-        databaseFailures = 0
-        mayFindMore = claimed.count >= limit
-        var claimed = claimed
-        var actions: [Action] = []
-        if claimed.count > limit {
-            heldBack += claimed[limit...]
-            actions.append(.keepLeased(claimed[limit...].map(\.lease)))
-            claimed.removeLast(claimed.count - limit)
+        for job in request.recheckJobs {
+            if result.runningJobs.contains(job) { confirmedRunning[job] = now }
         }
-        var batch: [Claim] = []
-        var settled = Outbox.Batch()
-        for delivery in claimed {
-            guard let job = jobs[delivery.jobID]?.job else { continue }
-            if !delivery.jobRunning {
-                // Recorded as a retry without an attempt: the write turns it into the job's ending.
-                settle(delivery, job: job, status: "pending", code: "JOB_ENDED", message: "", into: &settled, actions: &actions, now: now)
-            } else if !delivery.deviceActive {
-                settle(delivery, job: job, status: "skipped", code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn",
-                       into: &settled, actions: &actions, now: now)
-            } else if let account = job.account {
-                batch.append((delivery, job, account))
-            } else {
-                let reason = "app \(job.appCode): no FCM credentials (pushctl app set-credentials --code \(job.appCode))"
-                settle(delivery, job: job, status: "failed", code: "NO_CREDENTIALS", message: reason, into: &settled, actions: &actions, now: now)
-                failJob(job.id, reason, into: &settled)
+        let ended = Set(request.recheckJobs).subtracting(result.runningJobs)
+        if !ended.isEmpty {
+            for index in ready.indices[readyStart...] where ended.contains(ready[index].jobID) && ready[index].jobRunning {
+                ready[index] = ready[index].ended
             }
+            for job in ended { confirmedRunning[job] = now }
         }
-        running += batch.count
-        if probe && !batch.isEmpty { reachability.probeSent() }
-        if !settled.isEmpty { actions.append(.write(settled)) }
-        if !batch.isEmpty { actions.insert(.send(batch, probe: probe), at: 0) }
-        return actions
+        for delivery in result.claimed {
+            if case .chunk(let chunk) = delivery.lease { chunkDevicesLeft[chunk, default: 0] += 1 }
+            // The claim's SQL read the job's status with the delivery.
+            if jobs[delivery.jobID] != nil { confirmedRunning[delivery.jobID] = now }
+        }
+        ready += result.claimed
+        return result.claimed.isEmpty ? [] : [.keepLeased(result.claimed.map(\.lease))]
     }
 
-    /// The claim's queries failed: how long to wait before the next (250 ms doubling to 5 s).
-    mutating func claimFailed() -> Duration {
+    /// The claim's queries failed (and the I/O layer waited `request.backoff`).
+    mutating func claimFailed() {
+        claimInFlight = false
         databaseFailures += 1
-        return Self.databaseBackoff(failures: databaseFailures)
     }
 
+    /// 250 ms doubling to 5 s.
     static func databaseBackoff(failures: Int) -> Duration {
         .milliseconds(min(250 * (1 << min(failures, 5)), 5000))
     }

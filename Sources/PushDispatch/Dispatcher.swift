@@ -70,52 +70,36 @@ public struct Dispatcher: Service {
 
     private var stopping: Bool { Task.isShuttingDownGracefully || Task.isCancelled }
 
-    /// What the claim's queries remember between claims.
-    private struct ClaimCursor {
-        /// Due jobs with audience left to expand, oldest first, and when they were read.
-        var audiences: [DeliveryQueue.Audience] = []
-        var audiencesRead = ContinuousClock.Instant.now
-        /// When to look for due deliveries again after a look that found too few.
-        var nextDueClaim = ContinuousClock.Instant.now
-    }
-
-    /// Runs the state machine's steps: claims when it says so, sends what it says, hands each
-    /// answer to it as it comes and carries out what it decides. It never waits for a write: the
-    /// writer does those concurrently. Returns, once stopping and nothing is in flight, the
-    /// leases of deliveries held back and never sent.
+    /// Runs the state machine: hands it each event (answers, claims, hints) as it comes and
+    /// carries out what it decides; claims run as tasks beside the sends, so that slots are
+    /// refilled while a claim is on its way. It never waits for a write: the writer does those
+    /// concurrently. Returns, once stopping and nothing is in flight, the leases of deliveries
+    /// claimed and never sent.
     private func dispatchLoop() async -> [DeliveryQueue.Lease] {
         var machine = DispatchStateMachine(concurrency: configuration.concurrency, maxAttempts: configuration.maxAttempts,
                                            longestFCMOutage: configuration.longestFCMOutage)
-        var cursor = ClaimCursor()
         return await withDiscardingTaskGroup { group in
             group.addTask { await pollTicks() }
-            loop: while true {
-                let (attempts, hinted) = inbox.take()
-                if hinted { machine.hinted() }
-                for attempt in attempts {
+            while true {
+                let events = inbox.take()
+                if events.hinted { machine.hinted() }
+                for claim in events.claims {
+                    switch claim.result {
+                    case .success(let result): perform(machine.claimed(result, for: claim.request, now: .now), in: &group)
+                    case .failure: machine.claimFailed()
+                    }
+                }
+                for attempt in events.attempts {
                     inFlight.remove(attempt.claimed.lease)
                     perform(machine.answered(attempt, now: .now), in: &group)
                 }
-                switch machine.nextStep(now: .now, stopping: stopping) {
-                case .stop:
-                    break loop
-                case .wait:
-                    await inbox.wait()
-                case .claim(let limit, let probe):
-                    do {
-                        let claimed = try await claim(limit: limit, machine: &machine, cursor: &cursor)
-                        perform(machine.claimed(claimed, limit: limit, probe: probe), in: &group)
-                    } catch {
-                        let wait = machine.claimFailed()
-                        logger.warning("database unavailable, retrying", metadata: [
-                            "push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in": "\(wait)",
-                        ])
-                        try? await Task.sleep(for: wait)
-                    }
-                }
+                let (actions, done) = machine.poll(now: .now, stopping: stopping)
+                perform(actions, in: &group)
+                if done { break }
+                await inbox.wait()
             }
             group.cancelAll()
-            return Array(Set(machine.heldBack.map(\.lease)))
+            return Array(Set(machine.waiting.map(\.lease)))
         }
     }
 
@@ -123,7 +107,6 @@ public struct Dispatcher: Service {
         for action in actions {
             switch action {
             case .send(let batch, let probe):
-                for claim in batch { inFlight.insert(claim.claimed.lease) }
                 // Sent in slices, each written to the connections with one flush; every answer
                 // frees its slot as it comes.
                 for start in stride(from: 0, to: batch.count, by: Self.sendSlice) {
@@ -132,10 +115,16 @@ public struct Dispatcher: Service {
                         await Self.attempt(slice, probe: probe, tokens: tokens, fcm: fcm, report: inbox.add)
                     }
                 }
+            case .claim(let request):
+                group.addTask { [self] in
+                    inbox.add(ClaimOutcome(request: request, result: await claim(request)))
+                }
             case .write(let batch):
                 outbox.add { $0.merge(batch) }
             case .keepLeased(let leases):
                 for lease in leases { inFlight.insert(lease) }
+            case .forgetLeased(let leases):
+                for lease in leases { inFlight.remove(lease) }
             case .log(let level, let message, let metadata):
                 logger.log(level: level, "\(message)", metadata: metadata)
             case .countSend(let app, let outcome):
@@ -157,33 +146,37 @@ public struct Dispatcher: Service {
         }
     }
 
-    /// Held-back deliveries go to the next worker at once rather than when their lease runs
-    /// out; if the database is gone, the lease still hands them over.
+    /// Claimed deliveries never sent go to the next worker at once rather than when their lease
+    /// runs out; if the database is gone, the lease still hands them over.
     private func release(_ leases: [DeliveryQueue.Lease]) async {
         guard !leases.isEmpty else { return }
         do {
             try await queue.release(leases)
         } catch {
-            logger.warning("held-back deliveries wait for their lease to run out",
+            logger.warning("claimed deliveries wait for their lease to run out",
                            metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
         }
     }
 
-    /// The claim's queries: held-back deliveries first, then due ones (retries, leases taken over
-    /// from a crashed worker, then its expired chunks), then the next devices of due jobs'
-    /// audiences, as chunks leased to this worker; then the details of jobs not read lately.
-    /// May return more than `limit` (a taken-over chunk is taken whole): the machine holds the
-    /// rest back.
-    private func claim(limit: Int, machine: inout DispatchStateMachine, cursor: inout ClaimCursor) async throws -> [DeliveryQueue.Claimed] {
+    /// A claim's queries: whether the jobs of ready deliveries still run, then due deliveries
+    /// (retries, leases taken over from a crashed worker, then its expired chunks), then the next
+    /// devices of due jobs' audiences, as chunks leased to this worker; then the details of jobs
+    /// not read lately. May find more than `limit` (a taken-over chunk is taken whole). What was
+    /// leased before a failure is returned, not lost; a failure with nothing leased is reported
+    /// after the request's backoff.
+    private func claim(_ request: DispatchStateMachine.ClaimRequest) async -> Result<DispatchStateMachine.ClaimResult, any Error> {
         let now = ContinuousClock.now
-        let paused = machine.pausedApps(now: now)
-        var claimed = try await takeHeldBack(upTo: limit, machine: &machine)
+        var cursor = request.cursor
+        var claimed: [DeliveryQueue.Claimed] = []
+        var running: Set<Int64> = []
+        var failure: (any Error)?
         do {
-            if claimed.count < limit && now >= cursor.nextDueClaim {
-                claimed += try await queue.claim(limit: limit - claimed.count, excludingApps: paused)
+            if !request.recheckJobs.isEmpty { running = try await queue.running(request.recheckJobs) }
+            let limit = request.limit
+            if limit > 0 && now >= cursor.nextDueClaim {
+                claimed += try await queue.claim(limit: limit, excludingApps: request.pausedApps)
                 if claimed.count < limit {
-                    let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: paused)
-                    machine.leased(taken.claimed)
+                    let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: request.pausedApps)
                     claimed += taken.claimed
                     if !taken.empty.isEmpty {
                         outbox.add { batch in
@@ -196,42 +189,50 @@ public struct Dispatcher: Service {
                 }
                 if claimed.count < limit { cursor.nextDueClaim = now + Self.dueClaimPause }
             }
-            if claimed.count < limit { try await expandAudiences(upTo: limit, into: &claimed, paused: paused, machine: &machine, cursor: &cursor) }
-        } catch _ where !claimed.isEmpty {
-            // What is leased already is sent now rather than after its lease; the database's
-            // failure shows again on the next claim.
+            if claimed.count < limit { try await expandAudiences(upTo: limit, into: &claimed, request: request, cursor: &cursor) }
+        } catch {
+            failure = error
         }
-        let stale = machine.staleJobs(Set(claimed.map(\.jobID)), now: now)
-        if !stale.isEmpty {
+        var loaded: [DeliveryQueue.Job] = []
+        let unknown = Set(claimed.map(\.jobID)).subtracting(request.freshJobs)
+        if !unknown.isEmpty && failure == nil {
             do {
-                machine.jobsLoaded(try await queue.jobs(stale), now: now)
+                loaded = try await queue.jobs(unknown.sorted())
             } catch {
-                // Leased already: kept (and their leases kept alive) for the next claim.
-                machine.holdBack(claimed)
-                for delivery in claimed { inFlight.insert(delivery.lease) }
-                throw error
+                failure = error
             }
         }
-        return claimed
+        if let failure {
+            logger.warning("database unavailable, retrying", metadata: [
+                "push.error": "\(DatabaseErrorText.describe(failure))", "push.retry_in": "\(request.backoff)",
+            ])
+            // What is leased already waits (its lease kept alive) for its job's details: the
+            // next claim reads them.
+            guard !claimed.isEmpty else {
+                try? await Task.sleep(for: request.backoff)
+                return .failure(failure)
+            }
+        }
+        return .success(.init(claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor))
     }
 
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
     /// leased to this worker. The list of such jobs is read again when it runs out, and at least
     /// every poll interval (a scheduled job falls due without a NOTIFY).
-    private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], paused: [Int64],
-                                 machine: inout DispatchStateMachine, cursor: inout ClaimCursor) async throws {
+    private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
+                                 cursor: inout DispatchStateMachine.ClaimCursor) async throws {
         let now = ContinuousClock.now
+        let paused = Set(request.pausedApps), failed = Set(request.failedJobs)
         if cursor.audiences.isEmpty || now - cursor.audiencesRead >= configuration.pollInterval {
-            cursor.audiences = try await queue.unexpandedJobs(excludingApps: paused, excludingJobs: Array(machine.failedJobs), limit: 16)
+            cursor.audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs, limit: 16)
             cursor.audiencesRead = now
         }
         while claimed.count < limit, let audience = cursor.audiences.first {
-            guard !machine.isPaused(app: audience.app), !machine.failedJobs.contains(audience.job) else {
+            guard !paused.contains(audience.app), !failed.contains(audience.job) else {
                 cursor.audiences.removeFirst()
                 continue
             }
             let expanded = try await queue.expandAndClaim(audience, limit: limit - claimed.count)
-            machine.leased(expanded.claimed)
             claimed += expanded.claimed
             if expanded.complete {
                 cursor.audiences.removeFirst()
@@ -239,18 +240,6 @@ public struct Dispatcher: Service {
                 outbox.add { _ = $0.touchedJobs.insert(audience.job) }
             }
         }
-    }
-
-    /// Held-back deliveries first, up to `limit`; those of a job that ended meanwhile are
-    /// recorded as its ending says, not sent.
-    private func takeHeldBack(upTo limit: Int, machine: inout DispatchStateMachine) async throws -> [DeliveryQueue.Claimed] {
-        guard !machine.heldBack.isEmpty else { return [] }
-        let running = try await queue.running(Array(Set(machine.heldBack.prefix(limit).map(\.jobID))))
-        let taken = machine.takeHeldBack(upTo: limit).map { delivery in
-            delivery.jobRunning && !running.contains(delivery.jobID) ? delivery.ended : delivery
-        }
-        for delivery in taken { inFlight.remove(delivery.lease) }
-        return taken
     }
 
     /// Sends a claimed batch, a request per delivery, each job's share with its app's access
@@ -399,14 +388,34 @@ public struct Dispatcher: Service {
     }
 }
 
-/// What reaches the send loop while it waits: each delivery's attempt as its answer comes, and
-/// hints that a claim may find something (NOTIFY, the poll interval, a graceful shutdown).
+/// A claim's request and how it ended, for the send loop.
+struct ClaimOutcome: Sendable {
+    let request: DispatchStateMachine.ClaimRequest
+    let result: Result<DispatchStateMachine.ClaimResult, any Error>
+}
+
+/// What reaches the send loop while it waits: each delivery's attempt as its answer comes,
+/// claims as they end, and hints that a claim may find something (NOTIFY, the poll interval, a
+/// graceful shutdown).
 final class AttemptInbox: Sendable {
-    private let state = Mutex<(attempts: [Dispatcher.Attempt], hinted: Bool)>(([], false))
+    struct Events {
+        var attempts: [Dispatcher.Attempt] = []
+        var claims: [ClaimOutcome] = []
+        var hinted = false
+
+        var isEmpty: Bool { attempts.isEmpty && claims.isEmpty && !hinted }
+    }
+
+    private let state = Mutex(Events())
     private let signal = WakeSignal()
 
     @Sendable func add(_ attempt: Dispatcher.Attempt) {
         state.withLock { $0.attempts.append(attempt) }
+        signal.signal()
+    }
+
+    func add(_ claim: ClaimOutcome) {
+        state.withLock { $0.claims.append(claim) }
         signal.signal()
     }
 
@@ -415,16 +424,16 @@ final class AttemptInbox: Sendable {
         signal.signal()
     }
 
-    func take() -> (attempts: [Dispatcher.Attempt], hinted: Bool) {
+    func take() -> Events {
         state.withLock { state in
-            defer { state = ([], false) }
+            defer { state = Events() }
             return state
         }
     }
 
     /// Returns once something was added or hinted since the last `take` (at once if so already).
     func wait() async {
-        if state.withLock({ !$0.attempts.isEmpty || $0.hinted }) { return }
+        if !state.withLock({ $0.isEmpty }) { return }
         await signal.waitForSignal()
     }
 }

@@ -23,10 +23,25 @@ struct DispatchStateMachineTests {
     func at(_ seconds: Double) -> ContinuousClock.Instant { start + .milliseconds(Int(seconds * 1000)) }
 
     func machine(concurrency: Int = 8, longestOutage: Duration = .seconds(3600)) -> DispatchStateMachine {
-        var machine = DispatchStateMachine(concurrency: concurrency, policy: DeliveryPolicy(maxAttempts: 5),
-                                           reachability: FCMReachability(longestOutage: longestOutage, jitter: { 1 }))
-        machine.jobsLoaded([Self.job()], now: at(0))
-        return machine
+        DispatchStateMachine(concurrency: concurrency, policy: DeliveryPolicy(maxAttempts: 5),
+                             reachability: FCMReachability(longestOutage: longestOutage, jitter: { 1 }))
+    }
+
+    static func claimRequest(_ actions: [DispatchStateMachine.Action]) -> DispatchStateMachine.ClaimRequest? {
+        for case .claim(let request) in actions { return request }
+        return nil
+    }
+
+    /// Polls, expecting a claim; answers it with `claimed` (and `jobs` read, `running` of the
+    /// rechecked jobs); polls again and returns that poll's actions.
+    func claim(_ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed], jobs: [DeliveryQueue.Job] = [DispatchStateMachineTests.job()],
+               running: Set<Int64> = [], at now: Double = 0) throws -> [DispatchStateMachine.Action] {
+        let request = try #require(Self.claimRequest(machine.poll(now: at(now), stopping: false).actions))
+        let result = DispatchStateMachine.ClaimResult(claimed: claimed, loadedJobs: jobs.filter { !request.freshJobs.contains($0.id) },
+                                                      runningJobs: running, cursor: request.cursor)
+        var actions = machine.claimed(result, for: request, now: at(now))
+        actions += machine.poll(now: at(now), stopping: false).actions
+        return actions
     }
 
     static func sent(_ actions: [DispatchStateMachine.Action]) -> [Int64] {
@@ -50,88 +65,131 @@ struct DispatchStateMachineTests {
         .init(claimed: delivery, job: Self.job(), result: .success(answer), probe: probe)
     }
 
-    @Test func claimsWhatIsFreeOnceHalfIsFreeAndFollowsAnswersOnlyWhileClaimsFindWork() {
+    @Test func claimsAheadAndRefillsEachSlotAsItsAnswerComes() throws {
         var machine = machine()
-        #expect(machine.nextStep(now: at(0), stopping: false) == .claim(limit: 8, probe: false))
-        let claimed = (1...8).map { Self.delivery($0) }
-        #expect(Self.sent(machine.claimed(claimed, limit: 8, probe: false)) == Array(1...8))
-        #expect(machine.running == 8 && machine.nextStep(now: at(0), stopping: false) == .wait)
-        // Each answer frees its slot; a claim follows once half are free.
-        for delivery in claimed.prefix(3) { _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0)) }
-        #expect(machine.nextStep(now: at(0), stopping: false) == .wait)
-        _ = machine.answered(answer(claimed[3], .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0))
-        #expect(machine.nextStep(now: at(0), stopping: false) == .claim(limit: 4, probe: false))
-        // That claim finds less than it asked for: the next waits for a hint (NOTIFY, the poll interval).
-        _ = machine.claimed([Self.delivery(9)], limit: 4, probe: false)
-        for delivery in claimed.suffix(4) { _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0)) }
-        #expect(machine.nextStep(now: at(0), stopping: false) == .wait)
+        let first = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
+        // Idle: twice the capacity, so that the next slots are refilled from what is ready.
+        #expect(first.limit == 16)
+        let claimed = (1...16).map { Self.delivery($0) }
+        var actions = machine.claimed(.init(claimed: claimed, loadedJobs: [Self.job()], runningJobs: [], cursor: first.cursor), for: first, now: at(0))
+        #expect(actions.contains { if case .keepLeased(let leases) = $0 { leases.count == 16 } else { false } })
+        actions = machine.poll(now: at(0), stopping: false).actions
+        #expect(Self.sent(actions) == Array(1...8) && machine.running == 8 && machine.waiting.count == 8)
+        // 16 held: no claim until at most one and a half capacities are.
+        #expect(Self.claimRequest(actions) == nil)
+        // One answer, one send: the slot is refilled at once.
+        _ = machine.answered(answer(claimed[0], .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0.01))
+        actions = machine.poll(now: at(0.01), stopping: false).actions
+        #expect(Self.sent(actions) == [9] && Self.claimRequest(actions) == nil)
+        for delivery in claimed[1..<4] { _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0.02)) }
+        actions = machine.poll(now: at(0.02), stopping: false).actions
+        #expect(Self.sent(actions) == [10, 11, 12])
+        // 8 in flight and 4 ready: the next claim starts while those still cover the next answers,
+        // and asks for what brings it back to twice the capacity. It also checks the ready ones' job.
+        let next = try #require(Self.claimRequest(actions))
+        #expect(next.limit == 4 && next.recheckJobs == [1] && next.freshJobs == [1])
+        // Only one claim at a time.
+        #expect(Self.claimRequest(machine.poll(now: at(0.02), stopping: false).actions) == nil)
+        // It finds less than it asked for: the next one waits for a hint (NOTIFY, the poll interval).
+        _ = machine.claimed(.init(claimed: [Self.delivery(17)], loadedJobs: [], runningJobs: [1], cursor: next.cursor), for: next, now: at(0.03))
+        for delivery in claimed[4..<8] { _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0.04)) }
+        actions = machine.poll(now: at(0.04), stopping: false).actions
+        #expect(Self.sent(actions) == [13, 14, 15, 16] && Self.claimRequest(actions) == nil)
         machine.hinted()
-        #expect(machine.nextStep(now: at(0), stopping: false) == .claim(limit: 7, probe: false))
-        // Stopping: nothing more is claimed, and the loop ends once the last answer is in.
-        #expect(machine.nextStep(now: at(0), stopping: true) == .wait)
-        _ = machine.answered(answer(Self.delivery(9), .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0))
-        #expect(machine.nextStep(now: at(0), stopping: true) == .stop)
+        #expect(Self.claimRequest(machine.poll(now: at(0.04), stopping: false).actions)?.limit == 7)
     }
 
-    @Test func deliveriesThatNeedNoSendAreSettledAndWhatDoesNotFitIsHeldBack() {
-        var machine = machine(concurrency: 4)
-        machine.jobsLoaded([Self.job(2, account: nil)], now: at(0))
+    @Test func stoppingClaimsAndSendsNothingMoreAndEndsWhenTheLastAnswerIsIn() throws {
+        var machine = machine(concurrency: 2)
+        let claimed = [Self.delivery(1), Self.delivery(2), Self.delivery(3)]
+        #expect(Self.sent(try claim(&machine, claimed)) == [1, 2])
+        #expect(machine.poll(now: at(0), stopping: true).done == false)
+        _ = machine.answered(answer(claimed[0], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0))
+        let (actions, done) = machine.poll(now: at(0), stopping: true)
+        #expect(actions.isEmpty && !done)
+        _ = machine.answered(answer(claimed[1], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0))
+        #expect(machine.poll(now: at(0), stopping: true).done)
+        // The one never sent is handed to the next worker.
+        #expect(machine.waiting.map(\.deviceID) == [3])
+    }
+
+    @Test func deliveriesThatNeedNoSendAreSettledNotSent() throws {
+        var machine = machine(concurrency: 8)
         let claimed = [Self.delivery(1, active: false), Self.delivery(2, running: false), Self.delivery(3, job: 2), Self.delivery(4, job: 2),
-                       Self.delivery(5), Self.delivery(6, chunk: 40), Self.delivery(7, chunk: 40)]
-        let actions = machine.claimed(claimed, limit: 6, probe: false)
+                       Self.delivery(5), Self.delivery(6, chunk: 40)]
+        let actions = try claim(&machine, claimed, jobs: [Self.job(), Self.job(2, account: nil)])
         #expect(Self.sent(actions) == [5, 6])
-        #expect(machine.heldBack.map(\.deviceID) == [7])
-        #expect(actions.contains { if case .keepLeased(let leases) = $0 { leases == [.chunk(40)] } else { false } })
         let written = Self.written(actions)
         #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode ?? "-") \($0.attempted)" }
                     == ["1 skipped DEVICE_INACTIVE false", "2 pending JOB_ENDED false", "3 failed NO_CREDENTIALS false", "4 failed NO_CREDENTIALS false"])
         // The job without credentials fails once, not once per device.
         #expect(written.jobFailures.map(\.job) == [2])
         #expect(written.jobFailures.first?.reason == "app wowa: no FCM credentials (pushctl app set-credentials --code wowa)")
-        #expect(machine.running == 2)
-        #expect(machine.takeHeldBack(upTo: 10).map(\.deviceID) == [7] && machine.heldBack.isEmpty)
+        #expect(actions.contains { if case .forgetLeased(let leases) = $0 { leases.count == 4 } else { false } })
+        #expect(machine.running == 2 && machine.waiting.isEmpty)
     }
 
-    @Test func aChunkIsDeletedWithItsLastResult() {
+    @Test func readyDeliveriesOfAJobThatEndedAreNeverSent() throws {
+        var machine = machine(concurrency: 2)
+        let claimed = (1...6).map { Self.delivery($0) }
+        #expect(Self.sent(try claim(&machine, claimed)) == [1, 2])
+        // The answers come after the job was last seen running: the ready ones wait for a check.
+        _ = machine.answered(answer(claimed[0], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(1))
+        var actions = machine.poll(now: at(1), stopping: false).actions
+        #expect(Self.sent(actions).isEmpty)
+        let check = try #require(Self.claimRequest(actions))
+        #expect(check.recheckJobs == [1])
+        // It was cancelled meanwhile: they are recorded as its ending says, not sent.
+        actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: check.cursor), for: check, now: at(1))
+        actions += machine.poll(now: at(1), stopping: false).actions
+        // They take no slot: all are settled at once.
+        #expect(Self.sent(actions).isEmpty)
+        #expect(Self.written(actions).results.map { "\($0.deviceID) \($0.errorCode ?? "-")" } == ["3 JOB_ENDED", "4 JOB_ENDED", "5 JOB_ENDED", "6 JOB_ENDED"])
+        #expect(machine.waiting.isEmpty && machine.running == 1)
+    }
+
+    @Test func aChunkIsDeletedWithItsLastResult() throws {
         var machine = machine()
         let chunk = [Self.delivery(1, chunk: 9), Self.delivery(2, chunk: 9)]
-        machine.leased(chunk)
-        _ = machine.claimed(chunk, limit: 8, probe: false)
+        _ = try claim(&machine, chunk)
         let first = Self.written(machine.answered(answer(chunk[0], .answered(.sent(messageID: "m1"), elapsed: .milliseconds(20))), now: at(0)))
         #expect(first.results.map(\.status) == ["sent"] && first.results.first?.messageID == "m1" && first.finishedChunks.isEmpty)
         let last = Self.written(machine.answered(answer(chunk[1], .answered(.deadToken(errorCode: "UNREGISTERED", message: "gone", reason: "unregistered"), elapsed: nil)), now: at(0)))
         #expect(last.finishedChunks == [9] && last.deactivations.map(\.deviceID) == [2] && last.touchedJobs == [1])
     }
 
-    @Test func anUnreachableFCMStopsClaimsUntilAProbeFindsItBack() {
+    @Test func anUnreachableFCMStopsSendsUntilAProbeFindsItBack() throws {
         var machine = machine()
-        let claimed = (1...4).map { Self.delivery($0) }
-        _ = machine.claimed(claimed, limit: 8, probe: false)
-        machine.hinted()
+        let claimed = (1...12).map { Self.delivery($0) }
+        #expect(Self.sent(try claim(&machine, claimed)).count == 8)
         let refused = machine.answered(answer(claimed[0], .notSent(reason: "connect: refused", unreachable: true)), now: at(0))
         let retry = Self.written(refused).results.first
         // Pending without an attempt, due when the breaker lets the next probe out.
         #expect(retry?.status == "pending" && retry?.errorCode == "FCM_UNREACHABLE" && retry?.attempted == false)
         #expect(Self.counted(refused) == ["not_sent"])
-        #expect(machine.nextStep(now: at(0.5), stopping: false) == .wait)
+        // Nothing is sent or claimed while the breaker is open.
+        #expect(machine.poll(now: at(0.05), stopping: false).actions.isEmpty)
         // A send that was written and never answered spends an attempt, counted apart.
-        let lost = machine.answered(answer(claimed[1], .answered(.noAnswer(message: "connection closed"), elapsed: nil)), now: at(0.5))
+        let lost = machine.answered(answer(claimed[1], .answered(.noAnswer(message: "connection closed"), elapsed: nil)), now: at(0.05))
         #expect(Self.written(lost).results.first.map { "\($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == "pending NO_ANSWER true")
         #expect(Self.counted(lost) == ["no_answer"])
-        for delivery in claimed.suffix(2) { _ = machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.6)) }
-        #expect(machine.nextStep(now: at(1), stopping: false) == .claim(limit: 1, probe: true))
-        _ = machine.claimed([claimed[0]], limit: 1, probe: true)
-        #expect(machine.nextStep(now: at(1.1), stopping: false) == .wait)
-        _ = machine.answered(answer(claimed[0], .answered(.sent(messageID: "m"), elapsed: .milliseconds(40)), probe: true), now: at(1.2))
+        for delivery in claimed[2..<8] { _ = machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06)) }
+        // The wait over, one ready delivery goes as the probe (its job checked first).
+        var actions = machine.poll(now: at(1), stopping: false).actions
+        let check = try #require(Self.claimRequest(actions))
+        actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(1))
+        actions += machine.poll(now: at(1), stopping: false).actions
+        #expect(actions.contains { if case .send(let claims, probe: true) = $0 { claims.map(\.claimed.deviceID) == [9] } else { false } })
+        #expect(Self.sent(machine.poll(now: at(1.01), stopping: false).actions).isEmpty)
+        _ = machine.answered(answer(claimed[8], .answered(.sent(messageID: "m"), elapsed: .milliseconds(40)), probe: true), now: at(1.02))
         #expect(machine.reachability.isReachable)
-        machine.hinted()
-        #expect(machine.nextStep(now: at(1.2), stopping: false) == .claim(limit: 8, probe: false))
+        #expect(Self.sent(machine.poll(now: at(1.02), stopping: false).actions) == [10, 11, 12])
     }
 
-    @Test func pastTheLongestOutageTheDeliveryAndItsJobFail() {
+    @Test func pastTheLongestOutageTheDeliveryAndItsJobFail() throws {
         var machine = machine(longestOutage: .seconds(2))
         let claimed = [Self.delivery(1), Self.delivery(2)]
-        _ = machine.claimed(claimed, limit: 8, probe: false)
+        _ = try claim(&machine, claimed)
         _ = machine.answered(answer(claimed[0], .notSent(reason: "connect: refused", unreachable: true)), now: at(0))
         let late = Self.written(machine.answered(answer(claimed[1], .notSent(reason: "connect: refused", unreachable: true), probe: true), now: at(3)))
         #expect(late.results.first.map { "\($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == "failed FCM_UNREACHABLE false")
@@ -139,10 +197,10 @@ struct DispatchStateMachineTests {
         #expect(machine.failedJobs == [1])
     }
 
-    @Test func quotaAndTokenEndpointWaitsPauseTheApp() {
+    @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2)]
-        _ = machine.claimed(claimed, limit: 8, probe: false)
+        _ = try claim(&machine, claimed)
         let quota = machine.answered(answer(claimed[0], .answered(.transient(errorCode: "QUOTA_EXCEEDED", message: "slow down", retryAfter: .seconds(90), quota: true), elapsed: .milliseconds(5))), now: at(0))
         #expect(Self.written(quota).results.first?.attempted == true && Self.counted(quota) == ["retry"])
         #expect(machine.pausedApps(now: at(89)) == [7] && machine.pausedApps(now: at(91)).isEmpty)
@@ -151,12 +209,16 @@ struct DispatchStateMachineTests {
         #expect(machine.pausedApps(now: at(103)) == [7] && machine.pausedApps(now: at(105)).isEmpty)
     }
 
-    @Test func jobsAreReadAgainWhenStaleAndForgottenWhenIdle() {
+    @Test func jobsAreReadAgainWhenStaleAndFailedClaimsBackOff() throws {
         var machine = machine()
-        #expect(machine.staleJobs([1, 2], now: at(1)) == [2])
-        #expect(machine.staleJobs([1], now: at(6)) == [1])
-        machine.jobsLoaded([Self.job(2)], now: at(61))
-        // Job 1, not claimed for a minute, is forgotten: its deliveries would be read afresh.
-        #expect(machine.staleJobs([1, 2], now: at(62)) == [1])
+        _ = try claim(&machine, [Self.delivery(1)])
+        machine.hinted()
+        _ = machine.answered(answer(Self.delivery(1), .answered(.sent(messageID: "m"), elapsed: nil)), now: at(1))
+        let fresh = try #require(Self.claimRequest(machine.poll(now: at(1), stopping: false).actions))
+        #expect(fresh.freshJobs == [1] && fresh.backoff == .milliseconds(500))
+        machine.claimFailed()
+        let again = try #require(Self.claimRequest(machine.poll(now: at(6), stopping: false).actions))
+        // Read over five seconds ago: its credentials are read again; the backoff doubles.
+        #expect(again.freshJobs.isEmpty && again.backoff == .seconds(1))
     }
 }
