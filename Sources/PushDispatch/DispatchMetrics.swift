@@ -30,7 +30,7 @@ public final class DispatchMetrics: Sendable {
             metricName: "push_oldest_due_job_age", unitName: "seconds", helpText: "age of the oldest due, unfinished job"))
     }
 
-    func countSend(app: String, outcome: String) {
+    func countSend(app: String, outcome: String, times: Int = 1) {
         let key = SendsKey(app: app, outcome: outcome)
         let counter = sends.withLock { counters in
             if let counter = counters[key] { return counter }
@@ -40,7 +40,7 @@ public final class DispatchMetrics: Sendable {
             counters[key] = counter
             return counter
         }
-        counter.increment()
+        counter.increment(by: Int64(times))
     }
 
     public func text() -> String {

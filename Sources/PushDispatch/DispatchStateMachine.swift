@@ -64,7 +64,7 @@ struct DispatchStateMachine {
         /// Settled without a send while waiting: their leases need no more keeping.
         case forgetLeased([DeliveryQueue.Lease])
         case log(Logger.Level, String, Logger.Metadata)
-        case countSend(app: String, outcome: String)
+        case countSend(app: String, outcome: String, times: Int)
         case recordLatency(Duration)
     }
 
@@ -253,12 +253,34 @@ struct DispatchStateMachine {
 
     /// One delivery's send ended: what is written, counted, logged, paused and failed.
     mutating func answered(_ attempt: Attempt, now: ContinuousClock.Instant, date: Date = Date()) -> [Action] {
-        running -= 1
+        answered([attempt], now: now, date: date)
+    }
+
+    /// The sends of `attempts` ended: one write and one count per outcome for all of them.
+    mutating func answered(_ attempts: [Attempt], now: ContinuousClock.Instant, date: Date = Date()) -> [Action] {
+        running -= attempts.count
         var write = Outbox.Batch()
         var actions: [Action] = []
-        decide(attempt, now: now, date: date, write: &write, actions: &actions)
+        for attempt in attempts { decide(attempt, now: now, date: date, write: &write, actions: &actions) }
         if !write.isEmpty { actions.append(.write(write)) }
-        return actions
+        return Self.countedTogether(actions)
+    }
+
+    /// Counts of one app and outcome as one action (each is a lock and a counter update).
+    private static func countedTogether(_ actions: [Action]) -> [Action] {
+        var counts: [String: [String: Int]] = [:]
+        var others: [Action] = []
+        for action in actions {
+            if case .countSend(let app, let outcome, let times) = action {
+                counts[app, default: [:]][outcome, default: 0] += times
+            } else {
+                others.append(action)
+            }
+        }
+        for (app, outcomes) in counts.sorted(by: { $0.key < $1.key }) {
+            for (outcome, times) in outcomes.sorted(by: { $0.key < $1.key }) { others.append(.countSend(app: app, outcome: outcome, times: times)) }
+        }
+        return others
     }
 
     private mutating func decide(_ attempt: Attempt, now: ContinuousClock.Instant, date: Date, write: inout Outbox.Batch,
@@ -281,7 +303,7 @@ struct DispatchStateMachine {
                 record(DeliveryQueue.Result(attempt.claimed, status: "pending", errorCode: unreachable ? "FCM_UNREACHABLE" : "NOT_SENT",
                                             errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
                                             nextAttempt: date.addingTimeInterval(DeliveryPolicy.seconds(at - now))), into: &write)
-                actions.append(.countSend(app: job.appCode, outcome: "not_sent"))
+                actions.append(.countSend(app: job.appCode, outcome: "not_sent", times: 1))
             case .giveUp(let bound):
                 let message = "FCM unreachable for over \(bound.components.seconds) s: \(reason)"
                 settle(attempt.claimed, job: job, status: "failed", code: "FCM_UNREACHABLE", message: message, into: &write, actions: &actions,
@@ -304,7 +326,7 @@ struct DispatchStateMachine {
                                         errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
                                         nextAttempt: date.addingTimeInterval(DeliveryPolicy.seconds(wait))), into: &write)
             pause(app: job.appID, for: wait, now: now)
-            actions.append(.countSend(app: job.appCode, outcome: "retry"))
+            actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
             return
         }
         let decision = policy.decide(outcome, for: attempt.claimed, job: job, now: date)
@@ -325,7 +347,7 @@ struct DispatchStateMachine {
         if let reason = decision.failJob { failJob(job.id, reason, into: &write) }
         let counted = if case .noAnswer = outcome { "no_answer" } else if decision.result.status == "pending" { "retry" }
             else { decision.result.errorCode ?? decision.result.status }
-        actions.append(.countSend(app: job.appCode, outcome: counted))
+        actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
     }
 
     // MARK: Recording
@@ -345,7 +367,7 @@ struct DispatchStateMachine {
                                  into write: inout Outbox.Batch, actions: inout [Action], now: Date) {
         record(DeliveryQueue.Result(delivery, status: status, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
                                     nextAttempt: now), into: &write)
-        actions.append(.countSend(app: job.appCode, outcome: code))
+        actions.append(.countSend(app: job.appCode, outcome: code, times: 1))
     }
 
     /// A result for the writer, with the chunk it finishes, if any: a chunk is deleted in the

@@ -89,9 +89,9 @@ public struct Dispatcher: Service {
                     case .failure: machine.claimFailed()
                     }
                 }
-                for attempt in events.attempts {
-                    inFlight.remove(attempt.claimed.lease)
-                    perform(machine.answered(attempt, now: .now), in: &group)
+                if !events.attempts.isEmpty {
+                    inFlight.remove(events.attempts.map(\.claimed.lease))
+                    perform(machine.answered(events.attempts, now: .now), in: &group)
                 }
                 let (actions, done) = machine.poll(now: .now, stopping: stopping)
                 perform(actions, in: &group)
@@ -122,13 +122,13 @@ public struct Dispatcher: Service {
             case .write(let batch):
                 outbox.add { $0.merge(batch) }
             case .keepLeased(let leases):
-                for lease in leases { inFlight.insert(lease) }
+                inFlight.insert(leases)
             case .forgetLeased(let leases):
-                for lease in leases { inFlight.remove(lease) }
+                inFlight.remove(leases)
             case .log(let level, let message, let metadata):
                 logger.log(level: level, "\(message)", metadata: metadata)
-            case .countSend(let app, let outcome):
-                metrics.countSend(app: app, outcome: outcome)
+            case .countSend(let app, let outcome, let times):
+                metrics.countSend(app: app, outcome: outcome, times: times)
             case .recordLatency(let elapsed):
                 metrics.fcmLatency.record(elapsed)
             }
@@ -442,10 +442,16 @@ final class AttemptInbox: Sendable {
 /// a chunk's lease counts once per device.
 final class InFlightDeliveries: Sendable {
     private let leases = Mutex<[DeliveryQueue.Lease: Int]>([:])
-    func insert(_ lease: DeliveryQueue.Lease) { leases.withLock { $0[lease, default: 0] += 1 } }
-    func remove(_ lease: DeliveryQueue.Lease) {
+    func insert(_ added: [DeliveryQueue.Lease]) {
         leases.withLock { leases in
-            if let count = leases[lease], count > 1 { leases[lease] = count - 1 } else { leases[lease] = nil }
+            for lease in added { leases[lease, default: 0] += 1 }
+        }
+    }
+    func remove(_ removed: [DeliveryQueue.Lease]) {
+        leases.withLock { leases in
+            for lease in removed {
+                if let count = leases[lease], count > 1 { leases[lease] = count - 1 } else { leases[lease] = nil }
+            }
         }
     }
     func all() -> [DeliveryQueue.Lease] { leases.withLock { Array($0.keys) } }

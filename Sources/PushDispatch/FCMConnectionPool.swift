@@ -108,10 +108,9 @@ final class FCMConnectionPool: Sendable {
     private func execute(_ requests: ArraySlice<FCMRequest>, on connection: Connection, authorization: String, timeout: Duration,
                          onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
         let offset = requests.startIndex
-        let answered = Mutex(Set<Int>())
-        // Each answer frees its stream at once, for the next request to take.
+        // Each answer frees its stream at once, for the next request to take. The handler answers
+        // each request once; the failures below come only when it never saw the batch.
         let report: @Sendable (Int, FCMExchangeResult) -> Void = { [self] index, result in
-            guard answered.withLock({ $0.insert(index).inserted }) else { return }
             release(connection.id, count: 1)
             onAnswer(offset + index, result)
         }

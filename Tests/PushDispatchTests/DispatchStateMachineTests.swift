@@ -58,7 +58,7 @@ struct DispatchStateMachineTests {
     }
 
     static func counted(_ actions: [DispatchStateMachine.Action]) -> [String] {
-        actions.compactMap { if case .countSend(_, let outcome) = $0 { outcome } else { nil } }
+        actions.compactMap { if case .countSend(_, let outcome, _) = $0 { outcome } else { nil } }
     }
 
     func answer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, probe: Bool = false) -> DispatchStateMachine.Attempt {
