@@ -77,6 +77,7 @@ struct DispatchStateMachine {
     private var readyStart = 0
     var waiting: ArraySlice<DeliveryQueue.Claimed> { ready[readyStart...] }
     private var claimInFlight = false
+    private var nextRecheck: ContinuousClock.Instant?
     /// Whether a claim may find something: after one that found less than it asked for, the next
     /// waits for a hint (NOTIFY, the poll interval) instead of following every answer.
     private var mayFindMore = true
@@ -136,9 +137,11 @@ struct DispatchStateMachine {
         } else {
             wanted = mayFindMore && held <= concurrency + concurrency / 2 ? 2 * concurrency - held : 0
         }
-        let recheck = stale && running < concurrency
+        // A job check at most every tenth of the freshness, whatever keeps the ready ones waiting.
+        let recheck = stale && running < concurrency && nextRecheck.map { now >= $0 } ?? true
         guard wanted > 0 || recheck else { return (actions, false) }
         claimInFlight = true
+        nextRecheck = now + Self.runningFreshness / 10
         actions.append(.claim(ClaimRequest(
             limit: wanted, pausedApps: pausedApps(now: now), failedJobs: Array(failedJobs),
             freshJobs: Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys),

@@ -194,7 +194,9 @@ public struct Dispatcher: Service {
             failure = error
         }
         var loaded: [DeliveryQueue.Job] = []
-        let unknown = Set(claimed.map(\.jobID)).subtracting(request.freshJobs)
+        // Ready deliveries' jobs too: a job forgotten while its deliveries waited (an outage
+        // longer than the job memory) is read again, or they would wait for good.
+        let unknown = Set(claimed.map(\.jobID)).union(request.recheckJobs).subtracting(request.freshJobs)
         if !unknown.isEmpty && failure == nil {
             do {
                 loaded = try await queue.jobs(unknown.sorted())

@@ -209,6 +209,26 @@ struct DispatchStateMachineTests {
         #expect(machine.pausedApps(now: at(103)) == [7] && machine.pausedApps(now: at(105)).isEmpty)
     }
 
+    @Test func aJobForgottenWhileItsDeliveriesWaitedIsReadAgainNotCheckedForever() throws {
+        var machine = machine(concurrency: 1)
+        let claimed = [Self.delivery(1), Self.delivery(2)]
+        #expect(Self.sent(try claim(&machine, claimed)) == [1])
+        // FCM away for over a minute: the job is forgotten meanwhile (any claim's result forgets it).
+        _ = machine.answered(answer(claimed[0], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(70))
+        var actions = machine.poll(now: at(70), stopping: false).actions
+        var check = try #require(Self.claimRequest(actions))
+        actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(70))
+        actions += machine.poll(now: at(70), stopping: false).actions
+        // Its details unknown, the ready delivery cannot go; the next check waits a little and
+        // asks for them (the job is not among the fresh ones), instead of spinning.
+        #expect(Self.sent(actions).isEmpty && Self.claimRequest(actions) == nil)
+        check = try #require(Self.claimRequest(machine.poll(now: at(70.01), stopping: false).actions))
+        #expect(check.recheckJobs == [1] && !check.freshJobs.contains(1))
+        actions = machine.claimed(.init(claimed: [], loadedJobs: [Self.job()], runningJobs: [1], cursor: check.cursor), for: check, now: at(70.01))
+        actions += machine.poll(now: at(70.01), stopping: false).actions
+        #expect(Self.sent(actions) == [2])
+    }
+
     @Test func jobsAreReadAgainWhenStaleAndFailedClaimsBackOff() throws {
         var machine = machine()
         _ = try claim(&machine, [Self.delivery(1)])
