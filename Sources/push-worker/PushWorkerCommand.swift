@@ -19,9 +19,10 @@ struct PushWorkerCommand: AsyncParsableCommand {
             https://fcm.googleapis.com), GOOGLE_TOKEN_URL (default https://oauth2.googleapis.com/token), \
             PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
+            FCM_REQUEST_TIMEOUT_SECONDS (an FCM send's deadline, default 30), \
             METRICS_PORT (serves /metrics, /healthz, /readyz when set), LOG_LEVEL (default info). \
-            SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, hand deliveries held back \
-            unsent to the next worker at once, exit.
+            SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, hand deliveries claimed \
+            and not sent yet to the next worker at once, exit.
             """)
 
     @Option(help: "FCM requests in flight (WORKER_CONCURRENCY).") var concurrency: Int?
