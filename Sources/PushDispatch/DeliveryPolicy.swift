@@ -46,6 +46,10 @@ struct DeliveryPolicy {
                 decision.proved = (project.appID, project.projectID)
             }
             return decision
+        case .sentUnreadable(let body):
+            let warning = warnedJobs.insert(job.id).inserted
+                ? "app \(job.appCode): FCM accepted a send with an answer that names no message (\(body)): recorded as sent without a message id" : nil
+            return Decision(result: final("sent", nil, nil), warning: warning)
         case .deadToken(let code, let message, let reason):
             return Decision(result: final("failed", code, message), deactivate: (claimed.deviceID, reason))
         case .senderMismatch(let message):

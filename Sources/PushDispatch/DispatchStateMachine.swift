@@ -348,7 +348,8 @@ struct DispatchStateMachine {
         if let proved = decision.proved { write.provenProjects.append(proved) }
         if let warning = decision.warning { actions.append(.log(.warning, warning, ["push.job_id": "\(job.id)"])) }
         if let reason = decision.failJob { failJob(job.id, reason, into: &write) }
-        let counted = if case .noAnswer = outcome { "no_answer" } else if decision.result.status == "pending" { "retry" }
+        let counted = if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome { "sent_unreadable" }
+            else if decision.result.status == "pending" { "retry" }
             else { decision.result.errorCode ?? decision.result.status }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
     }

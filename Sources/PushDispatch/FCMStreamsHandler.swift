@@ -247,7 +247,9 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             streams[id] = Stream(batch: batch, index: index, started: .now())
             let headers = HPACKHeaders([
                 (":method", "POST"), (":scheme", "https"), (":authority", request.authority), (":path", fcmRequest.path),
-                ("authorization", request.authorization), ("content-type", "application/json"),
+                // The Admin SDKs send it: FCM then answers errors with its detailed FcmError codes,
+                // which tell a dead token from a bad message.
+                ("authorization", request.authorization), ("content-type", "application/json"), ("x-goog-api-format-version", "2"),
                 ("content-length", String(fcmRequest.body.readableBytes)),
             ])
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))), promise: nil)

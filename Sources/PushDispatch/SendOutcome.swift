@@ -5,6 +5,9 @@ import NIOFoundationCompat
 /// What one FCM answer means for the delivery, the device and the job (fcm-protocol.md §2).
 public enum SendOutcome: Sendable, Equatable {
     case sent(messageID: String)
+    /// A 2xx whose body holds no message name: FCM took the message (sending it again would
+    /// duplicate it), but the answer is not what FCM sends; logged and counted apart.
+    case sentUnreadable(body: String)
     /// Permanent, and the token is dead: deactivate the device with `reason`.
     case deadToken(errorCode: String, message: String, reason: String)
     /// SENDER_ID_MISMATCH: the token belongs to another Firebase project. Deactivated once a send
@@ -31,9 +34,10 @@ public enum SendOutcome: Sendable, Equatable {
 
     /// Classifies an FCM answer: the `details` entry of type FcmError decides, then the status.
     static func classify(status: Int, body: ByteBuffer, retryAfter: String?) -> SendOutcome {
-        if status == 200 {
+        if (200...299).contains(status) {
             let name = plainMessageName(body)
                 ?? ((try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any])?["name"] as? String ?? ""
+            guard !name.isEmpty else { return .sentUnreadable(body: String(String(buffer: body).prefix(200))) }
             // `projects/<project>/messages/<id>`: the id is what the delivery log keeps.
             return .sent(messageID: name.lastIndex(of: "/").map { String(name[name.index(after: $0)...]) } ?? name)
         }
@@ -49,14 +53,21 @@ public enum SendOutcome: Sendable, Equatable {
                 : .payloadRejected(errorCode: "INVALID_ARGUMENT", message: message)
         case "SENDER_ID_MISMATCH":
             return .senderMismatch(message: message)
-        case "THIRD_PARTY_AUTH_ERROR":
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+            // APNS_AUTH_ERROR is FCM's older name for it, still in its error documentation.
             return .thirdPartyAuth(message: message)
         case "QUOTA_EXCEEDED":
             return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
         case "UNAVAILABLE", "INTERNAL":
             return .transient(errorCode: error.fcmErrorCode!, message: message, retryAfter: retry, quota: false)
         case let code?:
-            return .failed(errorCode: code, message: message)
+            // A code this worker does not know is read by its HTTP status, as the Admin SDKs do:
+            // retried when the status says so, else this device's failure.
+            switch status {
+            case 429: return .transient(errorCode: code, message: message, retryAfter: retry, quota: true)
+            case 408, 500...599: return .transient(errorCode: code, message: message, retryAfter: retry, quota: false)
+            default: return .failed(errorCode: code, message: message)
+            }
         case nil:
             break
         }

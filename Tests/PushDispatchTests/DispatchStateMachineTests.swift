@@ -197,6 +197,20 @@ struct DispatchStateMachineTests {
         #expect(machine.failedJobs == [1])
     }
 
+    @Test func anAcceptedSendWhoseAnswerNamesNoMessageIsSentCountedApartAndWarnedOnce() throws {
+        var machine = machine()
+        let claimed = [Self.delivery(1), Self.delivery(2)]
+        _ = try claim(&machine, claimed)
+        var warnings = 0
+        for delivery in claimed {
+            let actions = machine.answered(answer(delivery, .answered(.sentUnreadable(body: "<html>"), elapsed: .milliseconds(9))), now: at(0))
+            #expect(Self.written(actions).results.first.map { "\($0.status) \($0.messageID ?? "-")" } == "sent -")
+            #expect(Self.counted(actions) == ["sent_unreadable"])
+            warnings += actions.count { if case .log(.warning, _, _) = $0 { true } else { false } }
+        }
+        #expect(warnings == 1)
+    }
+
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2)]

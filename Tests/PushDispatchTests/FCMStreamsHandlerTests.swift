@@ -65,6 +65,7 @@ struct FCMStreamsHandlerTests {
         #expect(headers.headers[":method"] == ["POST"] && headers.headers[":scheme"] == ["https"])
         #expect(headers.headers[":authority"] == ["fcm.example:8443"] && headers.headers[":path"] == ["/v1/projects/p/messages:send"])
         #expect(headers.headers["authorization"] == ["Bearer at-1"] && headers.headers["content-type"] == ["application/json"])
+        #expect(headers.headers["x-goog-api-format-version"] == ["2"])
         #expect(headers.headers["content-length"] == ["7"] && !headers.endStream && data.endStream)
         // Answers arrive in any order; the second one first.
         try harness.answer(3, status: 429, body: "{\"error\":{}}", headers: [("retry-after", "30")])

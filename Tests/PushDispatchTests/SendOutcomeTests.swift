@@ -33,6 +33,28 @@ struct SendOutcomeTests {
         if body.contains("\\") || body.contains("extra") || body.contains("\u{1}") || body.isEmpty {
             #expect(SendOutcome.plainMessageName(ByteBuffer(string: body)) == nil)
         }
-        #expect(messageID(body) == .sent(messageID: id))
+        #expect(messageID(body) == (id.isEmpty ? .sentUnreadable(body: body) : .sent(messageID: id)))
+    }
+
+    @Test func anyTwoHundredIsAcceptedAndOneNamingNoMessageIsCountedApart() {
+        #expect(SendOutcome.classify(status: 201, body: ByteBuffer(string: #"{"name":"projects/p/messages/7"}"#), retryAfter: nil)
+                    == .sent(messageID: "7"))
+        #expect(SendOutcome.classify(status: 204, body: ByteBuffer(), retryAfter: nil) == .sentUnreadable(body: ""))
+        #expect(SendOutcome.classify(status: 200, body: ByteBuffer(string: "<html>ok</html>"), retryAfter: nil)
+                    == .sentUnreadable(body: "<html>ok</html>"))
+    }
+
+    private static func error(_ status: Int, _ code: String) -> ByteBuffer {
+        ByteBuffer(string: #"{"error":{"code":\#(status),"message":"m","status":"S","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}]}}"#)
+    }
+
+    @Test func apnsAuthErrorIsThirdPartyAuthAndUnknownCodesAreReadByStatus() {
+        #expect(SendOutcome.classify(status: 401, body: Self.error(401, "APNS_AUTH_ERROR"), retryAfter: nil) == .thirdPartyAuth(message: "m"))
+        #expect(SendOutcome.classify(status: 503, body: Self.error(503, "SOMETHING_NEW"), retryAfter: "3")
+                    == .transient(errorCode: "SOMETHING_NEW", message: "m", retryAfter: .seconds(3), quota: false))
+        #expect(SendOutcome.classify(status: 429, body: Self.error(429, "SOMETHING_NEW"), retryAfter: nil)
+                    == .transient(errorCode: "SOMETHING_NEW", message: "m", retryAfter: nil, quota: true))
+        #expect(SendOutcome.classify(status: 400, body: Self.error(400, "SOMETHING_NEW"), retryAfter: nil)
+                    == .failed(errorCode: "SOMETHING_NEW", message: "m"))
     }
 }
