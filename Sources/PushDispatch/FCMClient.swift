@@ -51,13 +51,6 @@ public struct FCMClient: Sendable {
         }
     }
 
-    /// `send` gathering the answers, in order.
-    func send(_ sends: [Send], projectID: String, accessToken: String) async -> [Answer] {
-        let answers = Mutex([Answer?](repeating: nil, count: sends.count))
-        await send(sends, projectID: projectID, accessToken: accessToken) { index, answer in answers.withLock { $0[index] = answer } }
-        return answers.withLock { $0.map { $0! } }
-    }
-
     private static func answer(_ result: FCMExchangeResult) -> Answer {
         switch result {
         case .success(let response):

@@ -96,15 +96,6 @@ final class FCMConnectionPool: Sendable {
         }
     }
 
-    /// `execute` gathering the results, in order.
-    func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration) async -> [FCMExchangeResult] {
-        let results = Mutex([FCMExchangeResult?](repeating: nil, count: requests.count))
-        await execute(requests, authorization: authorization, timeout: timeout) { index, result in
-            results.withLock { $0[index] = result }
-        }
-        return results.withLock { $0.map { $0! } }
-    }
-
     private func execute(_ requests: ArraySlice<FCMRequest>, on connection: Connection, authorization: String, timeout: Duration,
                          onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
         let offset = requests.startIndex

@@ -1,5 +1,6 @@
 import DeviceRegistry
 import FCMEmulator
+import Synchronization
 import Testing
 
 @testable import PushDispatch
@@ -101,6 +102,15 @@ struct FCMClientTests {
             #expect(reason.hasPrefix("connect: 127.0.0.1:1: "))
         }
         #expect(answers.count == 2)
+    }
+}
+
+extension FCMClient {
+    /// `send` gathering the answers, in order.
+    func send(_ sends: [Send], projectID: String, accessToken: String) async -> [Answer] {
+        let answers = Mutex([Answer?](repeating: nil, count: sends.count))
+        await send(sends, projectID: projectID, accessToken: accessToken) { index, answer in answers.withLock { $0[index] = answer } }
+        return answers.withLock { $0.map { $0! } }
     }
 }
 
