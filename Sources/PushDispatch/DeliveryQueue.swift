@@ -379,7 +379,7 @@ struct DeliveryQueue: Sendable {
         }
     }
 
-    /// Gives up leases held for deliveries this worker will not send (held back at a shutdown):
+    /// Gives up leases held for deliveries this worker will not send (claimed, unsent at a shutdown):
     /// due at once for the next worker instead of after the lease. A released chunk is taken
     /// over for its devices without a row, so its sent devices' results must be written first.
     func release(_ leases: [Lease]) async throws {

@@ -42,11 +42,11 @@ public struct Dispatcher: Service {
                 companions.addTask { await measureQueue() }
                 await withTaskGroup(of: Bool.self) { pipeline in
                     pipeline.addTask { await writeResults() }
-                    let heldBack = await dispatchLoop()
+                    let unsent = await dispatchLoop()
                     outbox.close()
                     // Released only once every result is written: a released chunk is taken
                     // over for its devices without a row.
-                    if await pipeline.next() == true { await release(heldBack) }
+                    if await pipeline.next() == true { await release(unsent) }
                 }
                 companions.cancelAll()
             }
