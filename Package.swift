@@ -129,7 +129,9 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            // FCM's answers as files, written from its documentation: the emulator's canned answers.
+            resources: [.copy("FCMAnswers")]
         ),
         .executableTarget(
             name: "fcm-emulator",
@@ -186,7 +188,9 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
-            ]
+            ],
+            // FCM answers the outcome table test reads by path (beside the emulator's own).
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "PushCTLTests",

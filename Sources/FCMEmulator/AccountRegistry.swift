@@ -15,11 +15,20 @@ final class AccountRegistry: Sendable {
         case unauthenticated
         /// A valid token whose account has no access to the project: 403 PERMISSION_DENIED.
         case forbidden
+        /// A valid token whose scopes do not cover FCM: 403 PERMISSION_DENIED, insufficient scopes.
+        case insufficientScopes
     }
+
+    /// The OAuth scopes that authorize `messages:send`, as the FCM API's discovery document lists them.
+    static let sendScopes: Set<String> = [
+        "https://www.googleapis.com/auth/firebase.messaging",
+        "https://www.googleapis.com/auth/cloud-platform",
+    ]
 
     private struct IssuedAccessToken {
         var clientEmail: String
         var expiresAt: ContinuousClock.Instant
+        var maySend: Bool
     }
 
     private struct State {
@@ -51,14 +60,15 @@ final class AccountRegistry: Sendable {
         state.withLock { $0.accounts[clientEmail] }
     }
 
-    func issueAccessToken(for clientEmail: String) -> String {
+    func issueAccessToken(for clientEmail: String, scopes: [String]) -> String {
         var random = SystemRandomNumberGenerator()
         let token = "ya29." + Base64URL.encode((0..<48).map { _ in UInt8.random(in: .min ... .max, using: &random) })
         let now = ContinuousClock.now
         state.withLock { state in
             // Drop expired tokens here, on the rare mint path, so the send path never has to.
             state.accessTokens = state.accessTokens.filter { $0.value.expiresAt > now }
-            state.accessTokens[token] = IssuedAccessToken(clientEmail: clientEmail, expiresAt: now + tokenLifetime)
+            state.accessTokens[token] = IssuedAccessToken(clientEmail: clientEmail, expiresAt: now + tokenLifetime,
+                                                          maySend: scopes.contains(where: Self.sendScopes.contains))
         }
         return token
     }
@@ -73,6 +83,7 @@ final class AccountRegistry: Sendable {
         let now = ContinuousClock.now
         return state.withLock { state in
             guard let issued = state.accessTokens[token], issued.expiresAt > now else { return .unauthenticated }
+            guard issued.maySend else { return .insufficientScopes }
             guard state.accounts[issued.clientEmail]?.projectIDs.contains(projectID) == true else { return .forbidden }
             return .allowed
         }

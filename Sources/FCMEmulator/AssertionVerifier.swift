@@ -9,6 +9,7 @@ enum AssertionRejection: Error, Equatable {
     case invalidSignature
     case badTimeframe
     case wrongAudience(expected: String)
+    /// No `scope` claim, or an empty one.
     case missingScope
 
     var oauthError: String {
@@ -26,19 +27,34 @@ enum AssertionRejection: Error, Equatable {
         case .badTimeframe:
             "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
         case .wrongAudience(let expected): "Invalid JWT: Failed audience check. The expected audience is \(expected)."
-        case .missingScope: "Invalid OAuth scope or ID token audience provided."
+        case .missingScope: "Empty or missing scope not allowed."
         }
     }
 }
 
 /// Checks a service-account assertion (RFC 7523) the way Google's token endpoint does.
 struct AssertionVerifier {
-    static let messagingScope = "https://www.googleapis.com/auth/firebase.messaging"
+    /// What an assertion proves: the account, and the scopes its access token will carry.
+    struct Grant: Equatable {
+        var clientEmail: String
+        var scopes: [String]
+    }
+
     static let maximumLifetimeSeconds: Int64 = 3600
     /// How far in the future `iat` may be before it counts as an unreasonable timeframe.
     static let allowedClockSkewSeconds: Int64 = 300
+    /// The audiences Google's token endpoint accepts whatever URL the assertion was posted to:
+    /// google-auth (Python) and gtoken (Node) always sign for the first, whatever the key file's
+    /// `token_uri`; older libraries signed for the others.
+    static let googleTokenAudiences: Set<String> = [
+        "https://oauth2.googleapis.com/token",
+        "https://www.googleapis.com/oauth2/v4/token",
+        "https://accounts.google.com/o/oauth2/token",
+    ]
 
-    var expectedAudience: String
+    /// This endpoint's own URL, which clients that sign for the `token_uri` they post to name
+    /// (golang.org/x/oauth2, push-worker); Google's audiences are accepted besides.
+    var ownAudience: String
     var now: Date
     var lookUpAccount: (String) -> AccountRegistry.Account?
 
@@ -56,8 +72,10 @@ struct AssertionVerifier {
         var exp: Double?
     }
 
-    /// Returns the client email the assertion proves.
-    func verify(_ assertion: String) throws(AssertionRejection) -> String {
+    /// Returns the account the assertion proves and the scopes it asks for. The scopes are not
+    /// checked against the FCM API here, as Google does not: an access token whose scopes do not
+    /// cover FCM is refused when it is used to send.
+    func verify(_ assertion: String) throws(AssertionRejection) -> Grant {
         let segments = assertion.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count == 3 else { throw .malformed("an assertion has 3 dot-separated segments") }
         guard
@@ -80,11 +98,13 @@ struct AssertionVerifier {
         let signature = _RSA.Signing.RSASignature(rawRepresentation: signatureBytes)
         guard account.publicKey.isValidSignature(signature, for: SHA256.hash(data: signingInput), padding: .insecurePKCS1v1_5)
         else { throw .invalidSignature }
-        guard claims.aud == expectedAudience else { throw .wrongAudience(expected: expectedAudience) }
+        guard let audience = claims.aud, audience == ownAudience || Self.googleTokenAudiences.contains(audience) else {
+            throw .wrongAudience(expected: ownAudience)
+        }
         try checkTimeframe(issuedAt: claims.iat, expiresAt: claims.exp)
-        let scopes = claims.scope?.split(separator: " ") ?? []
-        guard scopes.contains(Substring(Self.messagingScope)) else { throw .missingScope }
-        return issuer
+        let scopes = (claims.scope ?? "").split(separator: " ").map(String.init)
+        guard !scopes.isEmpty else { throw .missingScope }
+        return Grant(clientEmail: issuer, scopes: scopes)
     }
 
     private func checkTimeframe(issuedAt: Double?, expiresAt: Double?) throws(AssertionRejection) {

@@ -9,6 +9,7 @@ enum ScriptedFailure: Sendable, Equatable {
     case unavailable(retryAfter: Int?)
     case internalError
     case quotaExceeded(retryAfter: Int?)
+    case rateLimitExceeded(retryAfter: Int?)
     case unauthenticated
 }
 
@@ -74,6 +75,8 @@ final class DeliveryLedger: Sendable {
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .internalError)
             case .quotaExceeded(let times, let retryAfter):
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .quotaExceeded(retryAfter: retryAfter))
+            case .rateLimitExceeded(let times, let retryAfter):
+                verdict = state.transient(token, times: times, validateOnly: validateOnly, .rateLimitExceeded(retryAfter: retryAfter))
             case .unauthenticated(let times):
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .unauthenticated)
             }

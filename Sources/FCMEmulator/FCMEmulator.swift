@@ -89,7 +89,7 @@ public struct FCMEmulator: Service {
 
         let scheme = configuration.tls ? "https" : "http"
         let send = SendEndpoint(registry: core.registry, ledger: core.ledger, latency: core.latency, messageIDs: core.messageIDs,
-                                logger: logger)
+                                answers: try CannedAnswers.load(), logger: logger)
         let router = EmulatorRoutes.router(core: core, send: send, scheme: scheme, logger: logger).buildResponder()
         let advertisedHost = Self.advertisedHost(for: configuration.host)
         let applicationConfiguration = ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port))

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOFoundationCompat
 
@@ -12,6 +13,29 @@ struct GoogleResponse: Sendable {
     var response: Response {
         Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
+
+    init(status: HTTPResponse.Status, headers: HTTPFields, body: ByteBuffer) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// An answer file's status, headers and body; a header name HTTP does not allow is dropped.
+    init(_ answer: FCMAnswer) {
+        var headers = HTTPFields()
+        for (name, value) in answer.headers.sorted(by: { $0.key < $1.key }) {
+            guard let field = HTTPField.Name(name) else { continue }
+            headers.append(HTTPField(name: field, value: value))
+        }
+        self.init(status: HTTPResponse.Status(code: answer.status), headers: headers, body: answer.body)
+    }
+
+    /// This answer with `Retry-After: seconds`, or without the header when `seconds` is nil.
+    func retryingAfter(_ seconds: Int?) -> GoogleResponse {
+        var answer = self
+        answer.headers[.retryAfter] = seconds.map(String.init)
+        return answer
+    }
 }
 
 /// The JSON bodies Google's front ends answer with: `google.rpc.Status` for FCM, the OAuth error object for
@@ -19,6 +43,7 @@ struct GoogleResponse: Sendable {
 enum GoogleResponses {
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
     static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+    static let errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
     struct FieldViolation: Encodable, Sendable {
         var field: String
@@ -29,11 +54,16 @@ enum GoogleResponses {
     enum Detail: Encodable, Sendable {
         case badRequest([FieldViolation])
         case fcmError(errorCode: String)
+        /// google.rpc.ErrorInfo: why, in a word Google's front ends use for every API.
+        case errorInfo(reason: String, domain: String, metadata: [String: String])
 
         private enum CodingKeys: String, CodingKey {
             case type = "@type"
             case fieldViolations
             case errorCode
+            case reason
+            case domain
+            case metadata
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -45,6 +75,11 @@ enum GoogleResponses {
             case .fcmError(let errorCode):
                 try container.encode(GoogleResponses.fcmErrorType, forKey: .type)
                 try container.encode(errorCode, forKey: .errorCode)
+            case .errorInfo(let reason, let domain, let metadata):
+                try container.encode(GoogleResponses.errorInfoType, forKey: .type)
+                try container.encode(reason, forKey: .reason)
+                try container.encode(domain, forKey: .domain)
+                try container.encode(metadata, forKey: .metadata)
             }
         }
     }

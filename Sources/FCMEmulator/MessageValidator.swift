@@ -34,6 +34,8 @@ struct PayloadViolation: Error, Equatable {
     /// cannot decode into a Message (not JSON, unknown names, wrong types, two targets, too big)
     /// with a BadRequest detail only; FCM itself adds its FcmError.
     var fromFCM: Bool
+    /// A `token` (or `fid`) FCM cannot deliver to: answered with the invalid-registration-token file.
+    var isInvalidRegistrationToken = false
 
     init(_ message: String, field: String, description: String? = nil, fromFCM: Bool = false) {
         self.message = message
@@ -44,7 +46,9 @@ struct PayloadViolation: Error, Equatable {
 
     /// A `token` (or `fid`) FCM cannot deliver to; `field` is `message.token` or `message.fid`.
     static func invalidRegistrationToken(field: String) -> PayloadViolation {
-        PayloadViolation("The registration token is not a valid FCM registration token", field: field, fromFCM: true)
+        var violation = PayloadViolation("The registration token is not a valid FCM registration token", field: field, fromFCM: true)
+        violation.isInvalidRegistrationToken = true
+        return violation
     }
 }
 

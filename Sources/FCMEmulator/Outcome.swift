@@ -14,8 +14,14 @@ public enum Outcome: Sendable, Equatable {
     case unavailable(times: Int, retryAfter: Int?)
     /// 500 INTERNAL for the first `times` attempts, then success.
     case internalError(times: Int)
-    /// 429 RESOURCE_EXHAUSTED / QUOTA_EXCEEDED for the first `times` attempts, then success.
+    /// 429 RESOURCE_EXHAUSTED with the FcmError QUOTA_EXCEEDED (a message, device or topic
+    /// message rate, as FCM's ErrorCode reference documents it) for the first `times` attempts,
+    /// then success.
     case quotaExceeded(times: Int, retryAfter: Int?)
+    /// 429 RESOURCE_EXHAUSTED with an ErrorInfo RATE_LIMIT_EXCEEDED and no FcmError (the project's
+    /// per-minute send quota spent, as FCM answers it in production) for the first `times`
+    /// attempts, then success.
+    case rateLimitExceeded(times: Int, retryAfter: Int?)
     /// Success, answered after `delay`.
     case slow(Duration)
     /// 401 UNAUTHENTICATED without an FcmError for the first `times` attempts, then success: the
@@ -48,8 +54,8 @@ extension PrefixRule {
 
 extension Outcome {
     /// Parses the names the admin API and the command line use: `success`, `unregistered`, `invalid_token`,
-    /// `sender_id_mismatch`, `third_party_auth_error`, `unavailable`, `internal`, `quota_exceeded`, `slow`,
-    /// `unauthenticated`.
+    /// `sender_id_mismatch`, `third_party_auth_error`, `unavailable`, `internal`, `quota_exceeded`,
+    /// `rate_limit_exceeded`, `slow`, `unauthenticated`.
     /// `times` defaults to 1, `delay` to 500 ms.
     public init?(name: String, times: Int? = nil, retryAfter: Int? = nil, delay: Duration? = nil) {
         let times = times ?? 1
@@ -62,6 +68,7 @@ extension Outcome {
         case "unavailable": self = .unavailable(times: times, retryAfter: retryAfter)
         case "internal": self = .internalError(times: times)
         case "quota_exceeded": self = .quotaExceeded(times: times, retryAfter: retryAfter)
+        case "rate_limit_exceeded": self = .rateLimitExceeded(times: times, retryAfter: retryAfter)
         case "slow": self = .slow(delay ?? .milliseconds(500))
         case "unauthenticated": self = .unauthenticated(times: times)
         default: return nil

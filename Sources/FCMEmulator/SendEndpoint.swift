@@ -23,6 +23,8 @@ struct SendEndpoint: Sendable {
     let ledger: DeliveryLedger
     let latency: LatencySetting
     let messageIDs: MessageIDGenerator
+    /// The scripted and authentication answers, from the FCMAnswers files.
+    let answers: CannedAnswers
     let logger: Logger
 
     /// A send admitted for delivery, answered once its delay (scripted, or drawn from the latency
@@ -59,7 +61,10 @@ struct SendEndpoint: Sendable {
         case .allowed: break
         case .unauthenticated:
             ledger.recordRejected(deviceToken: nil)
-            return .answer(Self.unauthenticated)
+            return .answer(answers.unauthenticated)
+        case .insufficientScopes:
+            ledger.recordRejected(deviceToken: nil)
+            return .answer(answers.insufficientScopes)
         case .forbidden:
             ledger.recordRejected(deviceToken: nil)
             return .answer(Self.permissionDenied(projectID: projectID))
@@ -73,7 +78,7 @@ struct SendEndpoint: Sendable {
             sendRequest = try MessageValidator.validate(body)
         } catch {
             ledger.recordRejected(deviceToken: nil)
-            return .answer(Self.invalidArgument(error))
+            return .answer(error.isInvalidRegistrationToken ? invalidRegistration(field: error.field) : Self.invalidArgument(error))
         }
         let deviceToken = sendRequest.target.deviceToken
         var delay: Duration?
@@ -81,7 +86,7 @@ struct SendEndpoint: Sendable {
             switch ledger.admit(deviceToken: deviceToken, validateOnly: sendRequest.validateOnly) {
             case .fail(let failure):
                 logger.debug("Scripted failure", metadata: ["token": "\(deviceToken.prefix(20))", "failure": "\(failure)"])
-                return .answer(Self.response(for: failure, to: sendRequest.target))
+                return .answer(response(for: failure, to: sendRequest.target))
             case .deliver(let scripted):
                 delay = scripted
             }
@@ -113,19 +118,14 @@ struct SendEndpoint: Sendable {
         GoogleResponses.json(.ok, ByteBuffer(string: #"{"name":""# + name + #""}"#))
     }
 
-    static let unauthenticated = GoogleResponses.rpcStatus(
-        .unauthorized,
-        status: "UNAUTHENTICATED",
-        message:
-            "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
-    )
-
     static func permissionDenied(projectID: String) -> GoogleResponse {
         GoogleResponses.rpcStatus(
             .forbidden,
             status: "PERMISSION_DENIED",
             message:
-                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(projectID)' (or it may not exist)."
+                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(projectID)' (or it may not exist).",
+            details: [.errorInfo(reason: "IAM_PERMISSION_DENIED", domain: "cloudresourcemanager.googleapis.com",
+                                 metadata: ["permission": "cloudmessaging.messages.create", "resource": "projects/\(projectID)"])]
         )
     }
 
@@ -139,45 +139,21 @@ struct SendEndpoint: Sendable {
         )
     }
 
-    // The scripted answers never change, so they are built once.
-    private static let unregistered = GoogleResponses.rpcStatus(
-        .notFound, status: "NOT_FOUND", message: "Requested entity was not found.",
-        details: [.fcmError(errorCode: "UNREGISTERED")]
-    )
-    private static let invalidToken = invalidArgument(.invalidRegistrationToken(field: "message.token"))
-    private static let invalidFid = invalidArgument(.invalidRegistrationToken(field: "message.fid"))
-    private static let senderIDMismatch = GoogleResponses.rpcStatus(
-        .forbidden, status: "PERMISSION_DENIED", message: "SenderId mismatch",
-        details: [.fcmError(errorCode: "SENDER_ID_MISMATCH")]
-    )
-    private static let thirdPartyAuthError = GoogleResponses.rpcStatus(
-        .unauthorized, status: "UNAUTHENTICATED", message: "Auth error from APNS or Web Push Service",
-        details: [.fcmError(errorCode: "THIRD_PARTY_AUTH_ERROR")]
-    )
-    private static let internalError = GoogleResponses.rpcStatus(
-        .internalServerError, status: "INTERNAL", message: "Internal error encountered.",
-        details: [.fcmError(errorCode: "INTERNAL")]
-    )
+    private func invalidRegistration(field: String) -> GoogleResponse {
+        field == "message.fid" ? answers.invalidRegistrationFID : answers.invalidRegistrationToken
+    }
 
-    static func response(for failure: ScriptedFailure, to target: MessageTarget) -> GoogleResponse {
+    func response(for failure: ScriptedFailure, to target: MessageTarget) -> GoogleResponse {
         switch failure {
-        case .unregistered: unregistered
-        case .invalidToken: if case .fid = target { invalidFid } else { invalidToken }
-        case .senderIDMismatch: senderIDMismatch
-        case .thirdPartyAuthError: thirdPartyAuthError
-        case .unauthenticated: unauthenticated
-        case .internalError: internalError
-        case .unavailable(let retryAfter):
-            GoogleResponses.rpcStatus(
-                .serviceUnavailable, status: "UNAVAILABLE", message: "The service is currently unavailable.",
-                details: [.fcmError(errorCode: "UNAVAILABLE")], retryAfterSeconds: retryAfter
-            )
-        case .quotaExceeded(let retryAfter):
-            GoogleResponses.rpcStatus(
-                .tooManyRequests, status: "RESOURCE_EXHAUSTED",
-                message: "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute'.",
-                details: [.fcmError(errorCode: "QUOTA_EXCEEDED")], retryAfterSeconds: retryAfter
-            )
+        case .unregistered: answers.unregistered
+        case .invalidToken: if case .fid = target { answers.invalidRegistrationFID } else { answers.invalidRegistrationToken }
+        case .senderIDMismatch: answers.senderIDMismatch
+        case .thirdPartyAuthError: answers.thirdPartyAuthError
+        case .unauthenticated: answers.unauthenticated
+        case .internalError: answers.internalError
+        case .unavailable(let retryAfter): answers.unavailable.retryingAfter(retryAfter)
+        case .quotaExceeded(let retryAfter): answers.quotaExceeded.retryingAfter(retryAfter)
+        case .rateLimitExceeded(let retryAfter): answers.rateLimitExceeded.retryingAfter(retryAfter)
         }
     }
 }

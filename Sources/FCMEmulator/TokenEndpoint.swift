@@ -10,7 +10,8 @@ struct TokenEndpoint: Sendable {
     let registry: AccountRegistry
     let ledger: DeliveryLedger
     let faults: TokenEndpointFaults
-    /// `https` or `http`; with the request's authority it makes the audience an assertion must name.
+    /// `https` or `http`; with the request's authority it makes this endpoint's own URL, one of the
+    /// audiences an assertion may name.
     let scheme: String
 
     private struct Grant: Encodable {
@@ -44,14 +45,14 @@ struct TokenEndpoint: Sendable {
             return GoogleResponses.oauthError(error: "invalid_request", description: "Missing required parameter: assertion")
         }
         let verifier = AssertionVerifier(
-            expectedAudience: "\(scheme)://\(request.head.authority ?? "")\(Self.path)",
+            ownAudience: "\(scheme)://\(request.head.authority ?? "")\(Self.path)",
             now: Date(),
             lookUpAccount: registry.account(clientEmail:)
         )
         do throws(AssertionRejection) {
-            let clientEmail = try verifier.verify(assertion)
+            let verified = try verifier.verify(assertion)
             let grant = Grant(
-                access_token: registry.issueAccessToken(for: clientEmail),
+                access_token: registry.issueAccessToken(for: verified.clientEmail, scopes: verified.scopes),
                 expires_in: Int(registry.tokenLifetime.components.seconds)
             )
             return GoogleResponses.json(.ok, encoding: grant)

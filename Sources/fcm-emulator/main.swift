@@ -38,8 +38,16 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
               slow-*          success after 500 ms
             --prefix-rule PREFIX=OUTCOME adds rules; OUTCOME is one of success,
             unregistered, invalid_token, sender_id_mismatch,
-            third_party_auth_error, unavailable, internal, quota_exceeded, slow,
-            unauthenticated.
+            third_party_auth_error, unavailable, internal, quota_exceeded
+            (429 with the FcmError QUOTA_EXCEEDED), rate_limit_exceeded (429 with
+            an ErrorInfo RATE_LIMIT_EXCEEDED and no FcmError, as FCM answers a
+            spent project quota), slow, unauthenticated. Every answer is FCM's,
+            from the files in Sources/FCMEmulator/FCMAnswers.
+
+            Token endpoint: an assertion may name Google's token URL
+            (https://oauth2.googleapis.com/token, as google-auth signs it) or this
+            one as its audience, and any scopes; a token whose scopes cover neither
+            firebase.messaging nor cloud-platform is refused when it sends (403).
 
             Modelling real FCM:
               --latency PROFILE  every send that is delivered waits a delay drawn

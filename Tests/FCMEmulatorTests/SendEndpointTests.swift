@@ -61,56 +61,66 @@ struct SendEndpointTests {
 
     struct ScriptedCase: Sendable, CustomTestStringConvertible {
         var outcome: Outcome
+        /// The FCMAnswers file whose status and body the answer is.
+        var file: String
         var status: Int
         var rpcStatus: String
         /// nil: no FcmError detail.
         var errorCode: String?
-        var message: String?
         var retryAfter: String? = nil
-        var testDescription: String { errorCode ?? rpcStatus }
+        var testDescription: String { file }
     }
 
     @Test(
-        "each scripted outcome answers FCM's status and FcmError",
+        "each scripted outcome answers its FCMAnswers file: FCM's status, body and FcmError",
         arguments: [
-            ScriptedCase(outcome: .unregistered, status: 404, rpcStatus: "NOT_FOUND", errorCode: "UNREGISTERED", message: "Requested entity was not found."),
-            ScriptedCase(
-                outcome: .invalidToken, status: 400, rpcStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT",
-                message: "The registration token is not a valid FCM registration token"
-            ),
-            ScriptedCase(outcome: .senderIDMismatch, status: 403, rpcStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH"),
-            ScriptedCase(outcome: .thirdPartyAuthError, status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: "THIRD_PARTY_AUTH_ERROR"),
-            ScriptedCase(outcome: .unavailable(times: 1, retryAfter: 7), status: 503, rpcStatus: "UNAVAILABLE", errorCode: "UNAVAILABLE", retryAfter: "7"),
-            ScriptedCase(outcome: .internalError(times: 1), status: 500, rpcStatus: "INTERNAL", errorCode: "INTERNAL"),
-            ScriptedCase(
-                outcome: .quotaExceeded(times: 1, retryAfter: 60), status: 429, rpcStatus: "RESOURCE_EXHAUSTED", errorCode: "QUOTA_EXCEEDED",
-                retryAfter: "60"
-            ),
-            ScriptedCase(
-                outcome: .unauthenticated(times: 1), status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: nil,
-                message: "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
-            ),
+            ScriptedCase(outcome: .unregistered, file: "unregistered", status: 404, rpcStatus: "NOT_FOUND", errorCode: "UNREGISTERED"),
+            ScriptedCase(outcome: .invalidToken, file: "invalid-registration-token", status: 400, rpcStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT"),
+            ScriptedCase(outcome: .senderIDMismatch, file: "sender-id-mismatch", status: 403, rpcStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH"),
+            ScriptedCase(outcome: .thirdPartyAuthError, file: "third-party-auth-error", status: 401, rpcStatus: "UNAUTHENTICATED",
+                         errorCode: "THIRD_PARTY_AUTH_ERROR"),
+            ScriptedCase(outcome: .unavailable(times: 1, retryAfter: 7), file: "unavailable", status: 503, rpcStatus: "UNAVAILABLE",
+                         errorCode: "UNAVAILABLE", retryAfter: "7"),
+            ScriptedCase(outcome: .unavailable(times: 1, retryAfter: nil), file: "unavailable", status: 503, rpcStatus: "UNAVAILABLE",
+                         errorCode: "UNAVAILABLE"),
+            ScriptedCase(outcome: .internalError(times: 1), file: "internal", status: 500, rpcStatus: "INTERNAL", errorCode: "INTERNAL"),
+            ScriptedCase(outcome: .quotaExceeded(times: 1, retryAfter: 60), file: "quota-exceeded", status: 429, rpcStatus: "RESOURCE_EXHAUSTED",
+                         errorCode: "QUOTA_EXCEEDED", retryAfter: "60"),
+            // The project's send quota, as FCM answers it in production: no FcmError at all.
+            ScriptedCase(outcome: .rateLimitExceeded(times: 1, retryAfter: nil), file: "rate-limit-exceeded", status: 429,
+                         rpcStatus: "RESOURCE_EXHAUSTED", errorCode: nil),
+            ScriptedCase(outcome: .unauthenticated(times: 1), file: "unauthenticated", status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: nil),
         ]
     )
     func scriptedOutcome(_ scripted: ScriptedCase) async throws {
         let fixture = try Fixtures.primary()
+        let file = try FCMAnswerFiles.emulators(scripted.file)
         try await EmulatorSession.with { session in
             let accessToken = try await session.accessToken(for: fixture)
             session.emulator.script(token: "scripted-device", scripted.outcome)
             let result = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "scripted-device"))
             #expect(result.status == scripted.status)
+            #expect(result.status == file.status)
+            #expect(try FCMAnswerFiles.sameJSON(result.body, String(buffer: file.body)))
             #expect(result.error["code"] as? Int == scripted.status)
             #expect(result.rpcStatus == scripted.rpcStatus)
             #expect(result.fcmErrorCode == scripted.errorCode)
-            if let message = scripted.message {
-                #expect(result.errorMessage == message)
-            }
             #expect(result.headers.first(name: "Retry-After") == scripted.retryAfter)
+            #expect(result.headers.first(name: "Content-Type") == file.header("Content-Type"))
             if scripted.outcome == .invalidToken {
                 #expect(result.violatedFields == ["message.token"])
             }
             #expect(session.emulator.stats(for: "scripted-device") == DeviceStats(rejected: 1))
         }
+    }
+
+    @Test("every FCMAnswers file is one the emulator reads: none is left unused")
+    func everyAnswerFileIsUsed() throws {
+        let names = try FCMAnswerFiles.emulatorFileNames()
+        #expect(names == [
+            "insufficient-scopes", "internal", "invalid-registration-fid", "invalid-registration-token", "quota-exceeded",
+            "rate-limit-exceeded", "sender-id-mismatch", "third-party-auth-error", "unauthenticated", "unavailable", "unregistered",
+        ])
     }
 
     @Test("transient outcomes fail the first N attempts, then deliver")

@@ -110,8 +110,30 @@ struct TokenEndpointTests {
         }
     }
 
-    @Test("a scope without firebase.messaging is invalid_scope")
-    func missingScope() async throws {
+    @Test(
+        "the scopes the Admin SDKs ask for mint a token that sends: firebase.messaging or cloud-platform among others",
+        arguments: [
+            "https://www.googleapis.com/auth/firebase.messaging",
+            // firebase-admin (Python) asks for these; cloud-platform is what covers FCM.
+            "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/datastore https://www.googleapis.com/auth/devstorage.read_write https://www.googleapis.com/auth/firebase https://www.googleapis.com/auth/identitytoolkit https://www.googleapis.com/auth/userinfo.email",
+        ]
+    )
+    func sdkScopes(scope: String) async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            session.emulator.registerServiceAccount(fixture.serviceAccount)
+            let now = Int(Date().timeIntervalSince1970)
+            let assertion = try Assertion(
+                kid: fixture.privateKeyID, iss: fixture.clientEmail, aud: session.emulator.tokenURL,
+                iat: "\(now)", exp: "\(now + 3600)", scope: scope
+            ).signed(with: fixture.privateKey)
+            let token = try #require(try await session.exchange(assertion: assertion).json["access_token"] as? String)
+            #expect(try await session.send(accessToken: token, body: EmulatorSession.message(token: "device-1")).status == 200)
+        }
+    }
+
+    @Test("a token whose scopes do not cover FCM is minted, as Google does, and refused at send: 403 insufficient scopes")
+    func scopeWithoutFCM() async throws {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             session.emulator.registerServiceAccount(fixture.serviceAccount)
@@ -120,18 +142,53 @@ struct TokenEndpointTests {
                 kid: fixture.privateKeyID, iss: fixture.clientEmail, aud: session.emulator.tokenURL,
                 iat: "\(now)", exp: "\(now + 3600)", scope: "https://www.googleapis.com/auth/userinfo.email"
             ).signed(with: fixture.privateKey)
+            let token = try #require(try await session.exchange(assertion: assertion).json["access_token"] as? String)
+            let result = try await session.send(accessToken: token, body: EmulatorSession.message(token: "device-1"))
+            #expect(result.status == 403)
+            #expect(result.rpcStatus == "PERMISSION_DENIED")
+            #expect(result.errorMessage == "Request had insufficient authentication scopes.")
+            #expect(result.fcmErrorCode == nil)
+            #expect(session.emulator.stats.accepted == 0)
+        }
+    }
+
+    @Test("an assertion without a scope is invalid_scope")
+    func missingScope() async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            session.emulator.registerServiceAccount(fixture.serviceAccount)
+            let now = Int(Date().timeIntervalSince1970)
+            let assertion = try Assertion(
+                kid: fixture.privateKeyID, iss: fixture.clientEmail, aud: session.emulator.tokenURL,
+                iat: "\(now)", exp: "\(now + 3600)", scope: ""
+            ).signed(with: fixture.privateKey)
             let result = try await session.exchange(assertion: assertion)
             #expect(result.status == 400)
             #expect(result.json["error"] as? String == "invalid_scope")
         }
     }
 
-    @Test("an audience other than this token URL is refused")
+    @Test(
+        "Google's token audience is accepted whatever URL the assertion is posted to, as Google does, and so is the emulator's own",
+        arguments: ["https://oauth2.googleapis.com/token", "https://www.googleapis.com/oauth2/v4/token", "https://accounts.google.com/o/oauth2/token", nil]
+    )
+    func acceptedAudience(audience: String?) async throws {
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            session.emulator.registerServiceAccount(fixture.serviceAccount)
+            let assertion = try Assertion.standard(for: fixture, audience: audience ?? session.emulator.tokenURL).signed(with: fixture.privateKey)
+            let result = try await session.exchange(assertion: assertion)
+            #expect(result.status == 200)
+            #expect((result.json["access_token"] as? String)?.hasPrefix("ya29.") == true)
+        }
+    }
+
+    @Test("any other audience is refused")
     func wrongAudience() async throws {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             session.emulator.registerServiceAccount(fixture.serviceAccount)
-            let assertion = try Assertion.standard(for: fixture, audience: "https://oauth2.googleapis.com/token").signed(with: fixture.privateKey)
+            let assertion = try Assertion.standard(for: fixture, audience: "https://login.example.com/token").signed(with: fixture.privateKey)
             let result = try await session.exchange(assertion: assertion)
             #expect(result.status == 400)
             #expect(result.json["error"] as? String == "invalid_grant")
