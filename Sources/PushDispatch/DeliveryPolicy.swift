@@ -1,11 +1,17 @@
 import Foundation
 
 /// Turns a send outcome into what is written: the delivery's state, a device to deactivate, a
-/// job to fail, an app to slow down. Knows which apps' Firebase projects have accepted a send,
-/// because SENDER_ID_MISMATCH before any success means wrong credentials, not stray tokens.
+/// job to fail, an app to slow down.
+///
+/// One device never ends a job. An answer that blames the message, the credentials or the
+/// project rather than the device (a refused payload, PERMISSION_DENIED, a 404 without an
+/// FcmError, a 401 after a fresh token, SENDER_ID_MISMATCH to an unproven project) fails that
+/// delivery only; the job fails on wholesale evidence: `wholesaleThreshold` such answers in the
+/// job and not one of its sends accepted (as this worker saw). SENDER_ID_MISMATCH also needs the
+/// project unproven: once any send to it succeeded, the token belongs to another project.
 struct DeliveryPolicy {
     let maxAttempts: Int
-    /// SENDER_ID_MISMATCH answers of a job, its project unproven, after which the credentials are blamed.
+    /// Job-blaming answers of a job, none of its sends accepted, after which the job fails.
     let wholesaleThreshold: Int
 
     private struct Project: Hashable {
@@ -14,7 +20,9 @@ struct DeliveryPolicy {
     }
     /// Projects a send has succeeded for, as seen by this worker.
     private var provenProjects: Set<Project> = []
-    private var unprovenMismatches: [Int64: Int] = [:]
+    /// Jobs with an accepted send: their job-blaming answers are per-device from then on.
+    private var acceptedJobs: Set<Int64> = []
+    private var jobBlamingAnswers: [Int64: Int] = [:]
     private var warnedJobs: Set<Int64> = []
 
     init(maxAttempts: Int, wholesaleThreshold: Int = 10) {
@@ -41,12 +49,14 @@ struct DeliveryPolicy {
         switch outcome {
         case .sent(let messageID):
             var decision = Decision(result: final("sent", nil, nil, messageID: messageID))
+            accepted(job.id)
             if let project = job.account.map({ Project(appID: job.appID, projectID: $0.projectID) }),
                provenProjects.insert(project).inserted, !job.projectProven {
                 decision.proved = (project.appID, project.projectID)
             }
             return decision
         case .sentUnreadable(let body):
+            accepted(job.id)
             let warning = warnedJobs.insert(job.id).inserted
                 ? "app \(job.appCode): FCM accepted a send with an answer that names no message (\(body)): recorded as sent without a message id" : nil
             return Decision(result: final("sent", nil, nil), warning: warning)
@@ -58,10 +68,7 @@ struct DeliveryPolicy {
                 // Sends to this project succeed: the token belongs to another one.
                 return Decision(result: result, deactivate: (claimed.deviceID, "sender_id_mismatch"))
             }
-            let count = unprovenMismatches[job.id, default: 0] + 1
-            unprovenMismatches[job.id] = count
-            guard count >= wholesaleThreshold else { return Decision(result: result) }
-            return Decision(result: result, failJob: "app \(job.appCode): every send fails with SENDER_ID_MISMATCH and none to this project has "
+            return blamingTheJob(result, job: job, reason: "every send fails with SENDER_ID_MISMATCH and none to this project has "
                 + "ever succeeded: the credentials are wrong, or the tokens belong to another Firebase project (once a send to this "
                 + "project succeeds, e.g. pushctl send to a device registered with it, such tokens are deactivated instead)")
         case .thirdPartyAuth(let message):
@@ -72,21 +79,35 @@ struct DeliveryPolicy {
         case .failed(let code, let message):
             return Decision(result: final("failed", code, message))
         case .payloadRejected(let code, let message):
-            return Decision(result: final("failed", code, message), failJob: "app \(job.appCode): FCM refused the message: \(message)")
+            return blamingTheJob(final("failed", code, message), job: job, reason: "FCM refused the message: \(message)")
         case .permissionDenied(let message):
-            return Decision(result: final("failed", "PERMISSION_DENIED", message),
-                            failJob: "app \(job.appCode): the service account may not send for this project (PERMISSION_DENIED): \(message)")
+            return blamingTheJob(final("failed", "PERMISSION_DENIED", message), job: job,
+                                 reason: "the service account may not send for this project (PERMISSION_DENIED): \(message)")
         case .notFound(let message):
-            return Decision(result: final("failed", "NOT_FOUND", message),
-                            failJob: "app \(job.appCode): FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)")
+            return blamingTheJob(final("failed", "NOT_FOUND", message), job: job,
+                                 reason: "FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)")
         case .unauthenticated:
-            return Decision(result: final("failed", "UNAUTHENTICATED", "FCM refused a freshly minted access token"),
-                            failJob: "app \(job.appCode): FCM refused a freshly minted access token (UNAUTHENTICATED)")
+            return blamingTheJob(final("failed", "UNAUTHENTICATED", "FCM refused a freshly minted access token"), job: job,
+                                 reason: "FCM refused a freshly minted access token (UNAUTHENTICATED)")
         case .noAnswer(let message):
             return retry(claimed, code: "NO_ANSWER", message: message, retryAfter: nil, quota: false, now: now)
         case .transient(let code, let message, let retryAfter, let quota):
             return retry(claimed, code: code, message: message, retryAfter: retryAfter, quota: quota, now: now)
         }
+    }
+
+    private mutating func accepted(_ job: Int64) {
+        if acceptedJobs.insert(job).inserted { jobBlamingAnswers[job] = nil }
+    }
+
+    /// An answer that blames the message, credentials or project: that device's failure, and the
+    /// job's once the evidence is wholesale (see the type's documentation).
+    private mutating func blamingTheJob(_ result: DeliveryQueue.Result, job: DeliveryQueue.Job, reason: String) -> Decision {
+        guard !acceptedJobs.contains(job.id) else { return Decision(result: result) }
+        let count = jobBlamingAnswers[job.id, default: 0] + 1
+        jobBlamingAnswers[job.id] = count
+        guard count >= wholesaleThreshold else { return Decision(result: result) }
+        return Decision(result: result, failJob: "app \(job.appCode): \(reason)")
     }
 
     /// A transient failure that spent an attempt: retried with a backoff until attempts run out.
@@ -126,7 +147,8 @@ struct DeliveryPolicy {
     }
 
     mutating func forget(job: Int64) {
-        unprovenMismatches[job] = nil
+        acceptedJobs.remove(job)
+        jobBlamingAnswers[job] = nil
         warnedJobs.remove(job)
     }
 }

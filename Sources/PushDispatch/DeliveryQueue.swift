@@ -239,14 +239,13 @@ struct DeliveryQueue: Sendable {
     }
 
     /// Records that sends to these apps' projects succeed (see sql/008_proven_projects.sql).
-    func prove(_ projects: [(appID: Int64, projectID: String)]) async throws {
-        try await client.query(
-            """
-            UPDATE apps a SET fcm_proven_project_id = p.project_id
-              FROM unnest(\(projects.map(\.appID))::bigint[], \(projects.map(\.projectID))::text[]) AS p(app_id, project_id)
-             WHERE a.id = p.app_id AND a.fcm_project_id = p.project_id
-               AND a.fcm_proven_project_id IS DISTINCT FROM p.project_id
-            """, logger: logger)
+    func proveStatement(_ projects: [(appID: Int64, projectID: String)]) -> PostgresQuery {
+        """
+        UPDATE apps a SET fcm_proven_project_id = p.project_id
+          FROM unnest(\(projects.map(\.appID))::bigint[], \(projects.map(\.projectID))::text[]) AS p(app_id, project_id)
+         WHERE a.id = p.app_id AND a.fcm_project_id = p.project_id
+           AND a.fcm_proven_project_id IS DISTINCT FROM p.project_id
+        """
     }
 
     /// A final or retry state for one delivery.
@@ -279,34 +278,56 @@ struct DeliveryQueue: Sendable {
     /// stay on primary-key lookups.
     static let resultsPerStatement = 2000
 
-    /// Writes device deactivations, then results, a statement per `resultsPerStatement`; the
-    /// last one also deletes the chunks whose every device now has its row.
+    /// Writes what the send loop decided, in one transaction: device deactivations, results (a
+    /// statement per `resultsPerStatement`, the last also deleting the chunks whose every device
+    /// now has its row), proven projects, and the jobs those results fail. The failure that ends
+    /// a job thus commits with the results that caused it: another worker never sees the results
+    /// without the failure (and completes the job meanwhile). Returns the jobs this write ended,
+    /// not those another worker or an operator ended first.
     /// Results for leases this worker no longer holds are dropped (another worker took over).
     /// A retry of a job that is no longer running becomes final.
-    func record(_ results: [Result], finishedChunks: [Int64], deactivate: [(deviceID: Int64, reason: String)]) async throws {
-        if !deactivate.isEmpty {
-            try await client.query(
-                """
-                UPDATE push_devices v
-                   SET is_active = false, deactivated_at = now(), deactivation_reason = r.reason, updated_at = now()
-                  FROM unnest(\(deactivate.map(\.deviceID))::bigint[], \(deactivate.map(\.reason))::text[]) AS r(id, reason)
-                 WHERE v.id = r.id AND v.is_active
-                """, logger: logger)
+    func write(_ batch: Outbox.Batch) async throws -> Set<Int64> {
+        do {
+            return try await write(batch, keepingExistingRows: false)
+        } catch where DatabaseErrorText.sqlState(error) == "23505" {
+            // A device of a taken-over chunk whose row the previous holder wrote meanwhile:
+            // the transaction is undone as a whole and written again, keeping that row.
+            return try await write(batch, keepingExistingRows: true)
         }
-        guard !results.isEmpty || !finishedChunks.isEmpty else { return }
-        var start = 0
-        repeat {
-            let end = min(start + Self.resultsPerStatement, results.count)
-            let slice = results[start..<end], chunks = end == results.count ? finishedChunks : []
-            do {
-                try await client.query(recordStatement(slice, finishedChunks: chunks, keepingExistingRows: false), logger: logger)
-            } catch where DatabaseErrorText.sqlState(error) == "23505" {
-                // A device of a taken-over chunk whose row the previous holder wrote meanwhile:
-                // the statement is undone as a whole and written again, keeping that row.
-                try await client.query(recordStatement(slice, finishedChunks: chunks, keepingExistingRows: true), logger: logger)
+    }
+
+    private func write(_ batch: Outbox.Batch, keepingExistingRows: Bool) async throws -> Set<Int64> {
+        try await client.withTransaction(logger: logger) { connection in
+            if !batch.deactivations.isEmpty {
+                try await connection.query(
+                    """
+                    UPDATE push_devices v
+                       SET is_active = false, deactivated_at = now(), deactivation_reason = r.reason, updated_at = now()
+                      FROM unnest(\(batch.deactivations.map(\.deviceID))::bigint[], \(batch.deactivations.map(\.reason))::text[]) AS r(id, reason)
+                     WHERE v.id = r.id AND v.is_active
+                    """, logger: logger)
             }
-            start = end
-        } while start < results.count
+            let results = batch.results
+            if !results.isEmpty || !batch.finishedChunks.isEmpty {
+                var start = 0
+                repeat {
+                    let end = min(start + Self.resultsPerStatement, results.count)
+                    let chunks = end == results.count ? batch.finishedChunks : []
+                    try await connection.query(
+                        recordStatement(results[start..<end], finishedChunks: chunks, keepingExistingRows: keepingExistingRows), logger: logger)
+                    start = end
+                } while start < results.count
+            }
+            if !batch.provenProjects.isEmpty {
+                try await connection.query(proveStatement(batch.provenProjects), logger: logger)
+            }
+            var ended: Set<Int64> = []
+            for (job, reason) in batch.jobFailures
+            where try await JobDirectory.end(job, .failed(reason: reason), on: connection, logger: logger) {
+                ended.insert(job)
+            }
+            return ended
+        }
     }
 
     /// Rows held by their own lease are updated; they are found by primary key (`d.id = ANY`),
@@ -409,6 +430,8 @@ struct DeliveryQueue: Sendable {
     }
 
     /// Marks jobs completed once their audience is expanded and nothing is pending or in flight.
+    /// Run after the results' transaction commits, never inside it: two workers writing a job's
+    /// last results at once would each see the other's as still pending, and neither complete it.
     func completeFinished(_ jobIDs: [Int64]) async throws {
         guard !jobIDs.isEmpty else { return }
         try await client.query(
@@ -418,11 +441,6 @@ struct DeliveryQueue: Sendable {
                AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.status = 'pending')
                AND NOT EXISTS (SELECT 1 FROM push_job_chunks c WHERE c.job_id = j.id)
             """, logger: logger)
-    }
-
-    /// Fails a job with a reason for people; its deliveries not in flight fail with it.
-    func fail(job: Int64, error: String) async throws {
-        try await JobDirectory(client: client, logger: logger).end(job, .failed(reason: error))
     }
 
     /// Queue depth (pending deliveries, devices in chunks without a row yet, and due audiences

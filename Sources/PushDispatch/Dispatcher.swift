@@ -331,11 +331,13 @@ public struct Dispatcher: Service {
     }
 
     private func write(_ batch: Outbox.Batch) async throws {
-        try await queue.record(batch.results, finishedChunks: batch.finishedChunks, deactivate: batch.deactivations)
-        if !batch.provenProjects.isEmpty { try await queue.prove(batch.provenProjects) }
+        let ended = try await queue.write(batch)
         for (job, reason) in batch.jobFailures {
-            try await queue.fail(job: job, error: reason)
-            logger.error("job failed", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])
+            if ended.contains(job) {
+                logger.error("job failed", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])
+            } else {
+                logger.notice("job had already ended", metadata: ["push.job_id": "\(job)", "push.error": "\(reason)"])
+            }
         }
         try await queue.completeFinished(Array(batch.touchedJobs))
     }

@@ -5,7 +5,6 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PushAPI
-import Synchronization
 import TestSupport
 
 let apiLogger: Logger = {
@@ -68,32 +67,3 @@ extension TestResponse {
     var text: String { String(buffer: body) }
 }
 
-/// Every line a logger writes, message and metadata, for tests of what logs may hold.
-final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var text: String { lines.withLock { $0.joined(separator: "\n") } }
-
-    func logger(level: Logger.Level = .debug) -> Logger {
-        var logger = Logger(label: "captured") { _ in Handler(log: self) }
-        logger.logLevel = level
-        return logger
-    }
-
-    private struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var metadataProvider: Logger.MetadataProvider?
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let all = metadata.merging(event.metadata ?? [:]) { $1 }
-            log.lines.withLock { $0.append("\(event.level) \(event.message) \(all)") }
-        }
-    }
-}

@@ -70,7 +70,7 @@ struct AudienceExpansionTests {
             let audience = try #require(try await queue.unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
             let first = try await queue.expandAndClaim(audience, limit: 30)
             #expect(first.claimed.count == 30 && !first.complete)
-            try await queue.record(DeliveryQueue.Result.sent(first.claimed.prefix(10)), finishedChunks: [], deactivate: [])
+            _ = try await queue.write(.init(results: DeliveryQueue.Result.sent(first.claimed.prefix(10))))
             let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
             #expect((summary.audience, summary.sent, summary.pending) == (100, 10, 90))
             // Paused apps and excluded jobs are not expanded.
@@ -97,7 +97,7 @@ struct AudienceExpansionTests {
             #expect(expanded.claimed.count == 100 && expanded.complete)
             let chunks = Set(expanded.claimed.map(\.lease))
             #expect(chunks.count == 2)
-            try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed.prefix(10)), finishedChunks: [], deactivate: [])
+            _ = try await crashed.write(.init(results: DeliveryQueue.Result.sent(expanded.claimed.prefix(10))))
             try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
             try await client.query("""
                 UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'logout'
@@ -118,10 +118,10 @@ struct AudienceExpansionTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_owner = 'next'") == 2)
 
             // The crashed worker comes back and writes what it had sent, and "finishes" its chunks.
-            try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
+            _ = try await crashed.write(.init(results: DeliveryQueue.Result.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID))))
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 2)
             // Devices 10..<20 have their rows now: this write conflicts, and is written again keeping them.
-            try await next.record(DeliveryQueue.Result.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID)), deactivate: [])
+            _ = try await next.write(.init(results: DeliveryQueue.Result.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID))))
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
             #expect(try await count(client, "SELECT count(DISTINCT device_id)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
             #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
@@ -158,7 +158,8 @@ struct AudienceExpansionTests {
                 DeliveryQueue.Result($0, status: "pending", errorCode: "JOB_ENDED", errorMessage: nil, messageID: nil, attempted: false,
                                      nextAttempt: Date())
             }
-            try await Self.queue(client, "b").record(ended, finishedChunks: [try #require(taken.claimed.first?.lease.chunkID)], deactivate: [])
+            let chunk = try #require(taken.claimed.first?.lease.chunkID)
+            _ = try await Self.queue(client, "b").write(.init(results: ended, finishedChunks: [chunk]))
             summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
             #expect((summary.audience, summary.skipped, summary.pending) == (100, 100, 0))
         }

@@ -4,16 +4,60 @@ import Testing
 
 @testable import PushDispatch
 
-/// Retry timing as fcm-protocol.md sets it: exponential with jitter, quota waits from a minute,
-/// every wait bounded.
-@Suite("Delivery policy: retry timing")
+/// Retry timing (exponential with jitter, quota waits from a minute, every wait bounded) and
+/// when an answer ends the job rather than failing its device.
+@Suite("Delivery policy")
 struct DeliveryPolicyTests {
     private static let job = DeliveryQueue.Job(
         id: 1, appID: 1, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
         account: ServiceAccount(projectID: "p", clientEmail: "e", privateKeyPEM: "k", privateKeyID: nil), projectProven: true)
 
-    private static func claimed(attempts: Int) -> DeliveryQueue.Claimed {
-        .init(lease: .row(1), jobID: 1, attempts: attempts, deviceID: 1, token: "t", tokenType: .fcm, deviceActive: true, jobRunning: true)
+    private static func claimed(attempts: Int, device: Int64 = 1) -> DeliveryQueue.Claimed {
+        .init(lease: .row(device), jobID: 1, attempts: attempts, deviceID: device, token: "t", tokenType: .fcm, deviceActive: true, jobRunning: true)
+    }
+
+    private static let unprovenJob = DeliveryQueue.Job(
+        id: 1, appID: 1, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+        account: ServiceAccount(projectID: "p", clientEmail: "e", privateKeyPEM: "k", privateKeyID: nil), projectProven: false)
+
+    /// Every answer that blames the message, credentials or project rather than the device.
+    static let jobBlamingOutcomes: [SendOutcome] = [
+        .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "bad"), .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "HTTP 400"),
+        .permissionDenied(message: "denied"), .notFound(message: "HTTP 404"), .unauthenticated, .senderMismatch(message: "mismatch"),
+    ]
+
+    /// One such answer fails its device only; the job fails at the tenth with none of its sends
+    /// accepted, and the devices are never deactivated for it.
+    @Test(arguments: jobBlamingOutcomes)
+    func oneDeviceNeverEndsAJobButWholesaleEvidenceDoes(outcome: SendOutcome) {
+        var policy = DeliveryPolicy(maxAttempts: 5)
+        for device in 1...9 {
+            let decision = policy.decide(outcome, for: Self.claimed(attempts: 0, device: Int64(device)), job: Self.unprovenJob)
+            #expect(decision.result.status == "failed" && decision.failJob == nil && decision.deactivate == nil)
+        }
+        let tenth = policy.decide(outcome, for: Self.claimed(attempts: 0, device: 10), job: Self.unprovenJob)
+        #expect(tenth.result.status == "failed" && tenth.deactivate == nil)
+        #expect(tenth.failJob?.hasPrefix("app wowa: ") == true)
+    }
+
+    /// Once a send of the job was accepted, the message, credentials and project are fine for
+    /// it: such answers are each device's own, however many come.
+    @Test(arguments: jobBlamingOutcomes.filter { if case .senderMismatch = $0 { false } else { true } })
+    func anAcceptedSendMakesSuchAnswersPerDevice(outcome: SendOutcome) {
+        var policy = DeliveryPolicy(maxAttempts: 5)
+        #expect(policy.decide(.sent(messageID: "1"), for: Self.claimed(attempts: 0), job: Self.job).failJob == nil)
+        for device in 2...40 {
+            let decision = policy.decide(outcome, for: Self.claimed(attempts: 0, device: Int64(device)), job: Self.job)
+            #expect(decision.result.status == "failed" && decision.failJob == nil)
+        }
+    }
+
+    /// SENDER_ID_MISMATCH to a project sends have succeeded for is the token's: deactivated.
+    @Test func senderMismatchToAProvenProjectDeactivatesTheToken() {
+        var policy = DeliveryPolicy(maxAttempts: 5)
+        let decision = policy.decide(.senderMismatch(message: "m"), for: Self.claimed(attempts: 0), job: Self.job)
+        #expect(decision.result.errorCode == "SENDER_ID_MISMATCH" && decision.failJob == nil)
+        #expect(decision.deactivate?.reason == "sender_id_mismatch")
     }
 
     private static func seconds(_ duration: Duration) -> Double { DeliveryPolicy.seconds(duration) }

@@ -123,7 +123,7 @@ struct DispatchTests {
                 let crashed = DeliveryQueue(client: client, worker: "crashed", lease: .seconds(30), logger: workerLogger)
                 let expanded = try await crashed.expandOldestJob(limit: 6)
                 #expect(expanded.claimed.count == 5 && expanded.complete)
-                try await crashed.record(DeliveryQueue.Result.sent(expanded.claimed), finishedChunks: [], deactivate: [])
+                _ = try await crashed.write(.init(results: DeliveryQueue.Result.sent(expanded.claimed)))
                 try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
             }
             let status = try await fixture.withWorker { try await fixture.finished(job).status }
@@ -286,19 +286,27 @@ struct DispatchTests {
     }
 
     /// A 404 without an FcmError (here FCM_BASE_URL with a path the server does not serve) is
-    /// no verdict on the tokens: the job fails and says where to look; nothing is deactivated.
-    @Test func aBare404FailsTheJobAndDeactivatesNothing() async throws {
+    /// no verdict on the tokens. From one device or a few it fails those deliveries; from ten
+    /// with nothing accepted it fails the job and says where to look. Nothing is deactivated.
+    @Test func bare404sFailTheirDevicesThenTheJobAndDeactivateNothing() async throws {
         try await WorkerFixture.with { fixture in
-            try await fixture.register(["tok-1", "tok-2"])
+            let tokens = (1...12).map { "tok-\($0)" }
+            try await fixture.register(tokens)
             var configuration = fixture.configuration
             configuration.fcmBaseURL = fixture.emulator.baseURL + "/not-fcm"
-            let job = try await fixture.enqueue(users: [1, 2])
-            let result = try await fixture.withWorker(configuration) { try await fixture.finished(job) }
-            #expect(result.status == "failed")
-            #expect(result.error?.contains("FCM answered 404 without an FcmError") == true, "\(result.error ?? "")")
-            #expect(try await fixture.deliveries(job).values.allSatisfy { $0.errorCode == "NOT_FOUND" || $0.errorCode == "JOB_FAILED" })
+            let few = try await fixture.enqueue(users: [1, 2])
+            let all = try await fixture.enqueue(users: Array(1...12))
+            let (fewEnd, allEnd) = try await fixture.withWorker(configuration) {
+                (try await fixture.finished(few), try await fixture.finished(all))
+            }
+            #expect(fewEnd.status == "completed")
+            #expect(try await fixture.deliveries(few).values.allSatisfy { $0.status == "failed" && $0.errorCode == "NOT_FOUND" })
+            #expect(allEnd.status == "failed")
+            #expect(allEnd.error?.contains("FCM answered 404 without an FcmError") == true, "\(allEnd.error ?? "")")
+            let rows = try await fixture.deliveries(all)
+            #expect(rows.count == 12 && rows.values.allSatisfy { $0.errorCode == "NOT_FOUND" || $0.errorCode == "JOB_FAILED" })
             let active = try await fixture.sql { try await count($0, "SELECT count(*)::int FROM push_devices WHERE is_active") }
-            #expect(active == 2)
+            #expect(active == 12)
         }
     }
 
