@@ -9,28 +9,24 @@ of 500 (its maximum), pointed at fcm-emulator. Prints one line
     RESULT messages=M success=S failure=F seconds=T rate=R warmup_s=W
 and exits 1 unless every message succeeded.
 
-How it is pointed at the fake, and why each step is there (read from firebase_admin 7.x source):
+How it is pointed at the fake (nothing in the SDK or google-auth is patched; read from
+firebase_admin 7.x source):
   * OAuth: google-auth's service-account credentials post the JWT-bearer grant to the JSON's
-    `token_uri` (run.sh writes GOOGLE_TOKEN_URL there).
-  * Audience: google-auth always signs the assertion for aud = https://oauth2.googleapis.com/token
-    (`google.oauth2.service_account._GOOGLE_OAUTH2_TOKEN_ENDPOINT`), whatever `token_uri` says;
-    real Google accepts that, fcm-emulator insists on its own token URL, so that module
-    constant is set to the JSON's `token_uri`.
-  * Scope: firebase_admin asks for cloud-platform, firebase, ... but not firebase.messaging, which
-    real Google does not need for FCM (cloud-platform suffices) and fcm-emulator requires. So
-    firebase.messaging is appended to `firebase_admin.credentials._scopes` before the credential
-    is made; one more scope changes nothing in how messages are sent.
-  * Endpoint: `_MessagingService.FCM_URL` is a class attribute formatted with the project id when
-    the service is made; it is set to FCM_BASE_URL/v1/projects/{0}/messages:send.
+    `token_uri` (run.sh writes GOOGLE_TOKEN_URL there). They sign the assertion for
+    https://oauth2.googleapis.com/token and ask for firebase_admin's scopes (cloud-platform among
+    them); fcm-emulator accepts both, as Google does.
+  * Endpoint: firebase_admin has no documented option for the FCM URL. `_MessagingService.FCM_URL`
+    is the class attribute it formats the project id into when the service is made; it is set to
+    FCM_BASE_URL/v1/projects/{0}/messages:send.
   * Connection pool: for the real host the SDK mounts an HTTPAdapter with 100 pooled connections
     on https://fcm.googleapis.com; the same adapter is mounted on FCM_BASE_URL, so the SDK gets
     the pool it would have in production (without it, requests' default pool of 10 applies).
+    This is for a fair measurement, not to make it work.
   * TLS: send_each goes through `requests` (HTTP/1.1, a thread per message of a batch), which
     trusts REQUESTS_CA_BUNDLE; the token refresh too. Both that and SSL_CERT_FILE (httpx, used
     only by send_each_async) are set to the emulator's CA before anything is imported.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -52,18 +48,10 @@ def main() -> int:
     os.environ["SSL_CERT_FILE"] = args.ca_file
     os.environ.pop("CURL_CA_BUNDLE", None)
 
-
     import firebase_admin
     import requests
     from firebase_admin import credentials, messaging, _http_client
-    from google.oauth2 import service_account
 
-    with open(args.service_account, encoding="utf-8") as f:
-        service_account._GOOGLE_OAUTH2_TOKEN_ENDPOINT = json.load(f)["token_uri"]
-
-    messaging_scope = "https://www.googleapis.com/auth/firebase.messaging"
-    if messaging_scope not in credentials._scopes:
-        credentials._scopes.append(messaging_scope)
     base = args.fcm_base_url.rstrip("/")
     messaging._MessagingService.FCM_URL = base + "/v1/projects/{0}/messages:send"
 
