@@ -54,7 +54,8 @@ public enum SendOutcome: Sendable, Equatable {
         case "SENDER_ID_MISMATCH":
             return .senderMismatch(message: message)
         case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
-            // APNS_AUTH_ERROR is FCM's older name for it, still in its error documentation.
+            // APNS_AUTH_ERROR is FCM's older name for it: gone from FCM's ErrorCode reference, still
+            // mapped to ThirdPartyAuthError by the Admin SDKs.
             return .thirdPartyAuth(message: message)
         case "QUOTA_EXCEEDED":
             return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
