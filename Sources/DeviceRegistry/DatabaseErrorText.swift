@@ -5,7 +5,6 @@ import PostgresNIO
 /// ("Failing row contains (…)"), and with it a whole device token or a private key.
 public enum DatabaseErrorText {
     public static func describe(_ error: any Error) -> String {
-        let error = cause(error)
         if String(reflecting: type(of: error)).contains("ConnectionPoolError") {
             return "no connection could be opened (is the server running and reachable?)"
         }
@@ -16,17 +15,11 @@ public enum DatabaseErrorText {
 
     /// The SQLSTATE of a server error, e.g. `40P01` for a deadlock.
     public static func sqlState(_ error: any Error) -> String? {
-        (cause(error) as? PSQLError)?.serverInfo?[.sqlState]
+        (error as? PSQLError)?.serverInfo?[.sqlState]
     }
 
     /// True when the error came from the database server itself (the connection worked).
     public static func isServerError(_ error: any Error) -> Bool {
-        (cause(error) as? PSQLError)?.serverInfo != nil
-    }
-
-    /// What went wrong inside a transaction: `withTransaction` wraps the statement's error.
-    static func cause(_ error: any Error) -> any Error {
-        guard let transaction = error as? PostgresTransactionError else { return error }
-        return transaction.closureError ?? transaction.commitError ?? transaction.beginError ?? error
+        (error as? PSQLError)?.serverInfo != nil
     }
 }

@@ -114,14 +114,14 @@ public struct JobDirectory: Sendable {
     /// then sends nothing more). False when the job was not queued or running.
     @discardableResult
     public func end(_ id: Int64, _ ending: Ending) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
-            try await Self.end(id, ending, on: connection, logger: logger)
+        try await DatabaseTransaction.run(client, logger: logger) { transaction in
+            try await Self.end(id, ending, in: transaction)
         }
     }
 
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
-    public static func end(_ id: Int64, _ ending: Ending, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+    public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
         let (status, deliveryStatus, code, message, reason): (String, String, String, String, String?) = switch ending {
         case .cancelled: ("cancelled", "skipped", "CANCELLED", "the job was cancelled", nil)
         case .failed(let reason): ("failed", "failed", "JOB_FAILED", reason, reason)
@@ -130,29 +130,29 @@ public struct JobDirectory: Sendable {
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
         // A job already completed, failed or cancelled keeps its status: endings are final.
         var ended = false
-        for try await _ in try await connection.query(
+        for try await _ in try await transaction.query(
             """
             UPDATE push_jobs SET status = \(status), finished_at = now(), last_error = \(reason)
              WHERE id = \(id) AND status IN ('queued', 'running')
             RETURNING id
-            """, logger: logger
+            """
         ).decode(Int64.self) { ended = true }
         guard ended else { return false }
-        try await connection.query(
+        try await transaction.query(
             """
             UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),
                                        lease_owner = NULL, updated_at = now()
              WHERE job_id = \(id) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
-            """, logger: logger)
+            """)
         // Chunks whose worker is gone: their devices without a row end the same way.
-        try await connection.query(
+        try await transaction.query(
             """
             WITH expired AS (
                 DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message)
             SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message) FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
-            """, logger: logger)
+            """)
         return true
     }
 

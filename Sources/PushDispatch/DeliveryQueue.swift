@@ -297,15 +297,15 @@ struct DeliveryQueue: Sendable {
     }
 
     private func write(_ batch: Outbox.Batch, keepingExistingRows: Bool) async throws -> Set<Int64> {
-        try await client.withTransaction(logger: logger) { connection in
+        try await DatabaseTransaction.run(client, logger: logger) { transaction in
             if !batch.deactivations.isEmpty {
-                try await connection.query(
+                try await transaction.query(
                     """
                     UPDATE push_devices v
                        SET is_active = false, deactivated_at = now(), deactivation_reason = r.reason, updated_at = now()
                       FROM unnest(\(batch.deactivations.map(\.deviceID))::bigint[], \(batch.deactivations.map(\.reason))::text[]) AS r(id, reason)
                      WHERE v.id = r.id AND v.is_active
-                    """, logger: logger)
+                    """)
             }
             let results = batch.results
             if !results.isEmpty || !batch.finishedChunks.isEmpty {
@@ -313,17 +313,17 @@ struct DeliveryQueue: Sendable {
                 repeat {
                     let end = min(start + Self.resultsPerStatement, results.count)
                     let chunks = end == results.count ? batch.finishedChunks : []
-                    try await connection.query(
-                        recordStatement(results[start..<end], finishedChunks: chunks, keepingExistingRows: keepingExistingRows), logger: logger)
+                    try await transaction.query(
+                        recordStatement(results[start..<end], finishedChunks: chunks, keepingExistingRows: keepingExistingRows))
                     start = end
                 } while start < results.count
             }
             if !batch.provenProjects.isEmpty {
-                try await connection.query(proveStatement(batch.provenProjects), logger: logger)
+                try await transaction.query(proveStatement(batch.provenProjects))
             }
             var ended: Set<Int64> = []
             for (job, reason) in batch.jobFailures
-            where try await JobDirectory.end(job, .failed(reason: reason), on: connection, logger: logger) {
+            where try await JobDirectory.end(job, .failed(reason: reason), in: transaction) {
                 ended.insert(job)
             }
             return ended

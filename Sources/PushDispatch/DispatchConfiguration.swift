@@ -24,6 +24,14 @@ public struct DispatchConfiguration: Sendable {
     /// become duplicates; dead connections are found sooner by PING. It also bounds a graceful
     /// shutdown's drain.
     public var fcmRequestTimeout: Duration = .seconds(30)
+    /// How long a graceful shutdown may drain: a token request and a send, twice (a 401's
+    /// refresh and retry), and a few seconds to write. Past it the worker stops waiting (its
+    /// database connections are closed under any query that hangs); what it had not recorded is
+    /// settled by another worker when the leases run out. Deployments give the worker this
+    /// long plus ``cancellationBound`` to stop before they kill it.
+    public var drainBound: Duration { (requestTimeout + fcmRequestTimeout) * 2 + .seconds(5) }
+    /// How long the worker may take to stop once the drain bound passed; then it aborts.
+    public static let cancellationBound: Duration = .seconds(5)
     public var maxAttempts: Int = 5
     /// How long deliveries wait for an unavailable token endpoint before their jobs fail: FCM's
     /// own retries are bounded by attempts, these (which spend none) by time.

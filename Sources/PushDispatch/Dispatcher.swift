@@ -53,6 +53,10 @@ public struct Dispatcher: Service {
         } onGracefulShutdown: {
             inbox.hintClaim()
         }
+        if Task.isCancelled {
+            logger.warning("drain bound passed: stopped without waiting further; deliveries not recorded are settled by another worker when their leases run out",
+                           metadata: ["push.drain_bound": "\(configuration.drainBound)"])
+        }
         logger.info("dispatcher stopped")
     }
 

@@ -27,7 +27,13 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
         services.append(buildWorkerOperations(port: port, client: client, metrics: metrics, logger: logger))
     }
     services.append(Dispatcher(configuration: configuration, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
-    let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: signals, logger: logger))
+    var groupConfiguration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
+    // A shutdown ends whatever FCM and the database do: a drain that outlasts its bound is
+    // escalated to cancellation (the database client closes its connections, so no query
+    // hangs on), and a cancellation that outlasts its own bound aborts the process.
+    groupConfiguration.maximumGracefulShutdownDuration = configuration.drainBound
+    groupConfiguration.maximumCancellationDuration = DispatchConfiguration.cancellationBound
+    let group = ServiceGroup(configuration: groupConfiguration)
     logger.info("push-worker starting", metadata: [
         "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
         "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",

@@ -119,12 +119,13 @@ import Yams
         #expect(required.isSubset(of: active), "commented out in compose.env.example: \(required.subtracting(active).sorted())")
     }
 
-    /// On SIGTERM push-worker stops claiming, lets in-flight sends finish and records them. A send
-    /// is at most a token request (10 s) and an FCM request (the default 30 s), and after a 401 a
-    /// new token and a resend: every supervisor must wait at least that, plus the last write,
-    /// before killing it.
+    /// On SIGTERM push-worker stops claiming, lets in-flight sends finish and records them, for
+    /// at most its drain bound, then stops within the cancellation bound whatever the database
+    /// and FCM do: every supervisor must wait that long before killing it.
     @Test func workerGetsItsDrainBoundToStop() throws {
-        let drainBound = 2 * (10.0 + Double(DispatchConfiguration(databaseURL: "").fcmRequestTimeout.components.seconds)) + 5
+        let configuration = DispatchConfiguration(databaseURL: "")
+        let drainBound = Double((configuration.drainBound + DispatchConfiguration.cancellationBound).components.seconds)
+        #expect(drainBound == 90)
         let compose = try #require(try yamlDocuments(deployFolder.appendingPathComponent("docker-compose.yml")).first)
         let grace = try #require(value(compose, "services", "push-worker", "stop_grace_period") as? String)
         #expect(seconds(grace).map { $0 >= drainBound } == true, "compose push-worker: stop_grace_period \(grace)")

@@ -233,4 +233,52 @@ struct WorkerProcessTests {
             #expect(tokens.allSatisfy { emulator.stats(for: $0).accepted >= 1 })
         }
     }
+
+    /// SIGTERM while FCM hangs (answers never come) and the database freezes (connections stay
+    /// open, nothing answers, as on a hung host): the worker still exits within its drain bound,
+    /// and what it could not record waits for its lease (another worker takes it over).
+    @Test func sigtermEndsTheWorkerWithinItsDrainBoundWhateverFCMAndTheDatabaseDo() async throws {
+        let cluster = try LocalCluster.start()
+        defer { cluster.stop() }
+        try await TestPostgres.withClient(url: cluster.url()) { client in
+            _ = try await client.query("CREATE DATABASE frozen_test")
+        }
+        let database = TestDatabase(url: cluster.url(database: "frozen_test"), name: "frozen_test")
+        _ = try await database.withClient { client in
+            try await MigrationRunner.bundled().run(on: client, logger: workerLogger)
+        }
+        try await FCMEmulator.withRunning(.init(retainedMessageLimit: 10), logger: workerLogger) { emulator in
+            let account = try ServiceAccountFixture.generate(projectID: "wowa-project")
+            emulator.registerServiceAccount(account.serviceAccount)
+            let appID = try await database.withClient { client in
+                try await addApp(client, code: "wowa", projectID: account.projectID, clientEmail: account.clientEmail,
+                                 privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
+            }
+            let fixture = WorkerFixture(database: database, emulator: emulator, account: account, appID: appID)
+            _ = try await seed(fixture, count: 400, prefix: "frozen-dev-")
+            emulator.script(tokenPrefix: "frozen-dev-", .slow(.milliseconds(20)))
+            let job = try await fixture.campaign()
+            var environment = environment(fixture, concurrency: 20)
+            environment["FCM_REQUEST_TIMEOUT_SECONDS"] = "2"
+            var configuration = DispatchConfiguration(databaseURL: "")
+            configuration.fcmRequestTimeout = .seconds(2)
+            let bound = configuration.drainBound
+            let process = try worker.start(environment: environment)
+            defer { process.signal(SIGKILL) }
+            try await waitForSends(fixture, job, atLeast: 40)
+            // From now on FCM takes every request and never answers, and the database stops.
+            emulator.script(tokenPrefix: "frozen-dev-", .slow(.seconds(600)))
+            try await Task.sleep(for: .milliseconds(300))
+            cluster.freeze()
+            defer { cluster.thaw() }
+            let signalled = ContinuousClock.now
+            process.signal(SIGTERM)
+            let status = await process.exitStatus(within: bound + .seconds(15))
+            let took = ContinuousClock.now - signalled
+            #expect(status != nil, "still running \(took) after SIGTERM (drain bound \(bound)): \(process.log.suffix(3000))")
+            #expect(took < bound + .seconds(10), "took \(took) (drain bound \(bound))")
+            #expect(process.log.contains("drain bound passed"), "\(process.log.suffix(3000))")
+        }
+    }
+
 }

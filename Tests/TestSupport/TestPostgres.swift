@@ -172,7 +172,28 @@ public final class LocalCluster: Sendable {
         _ = try? Self.run("\(binaries)/pg_ctl", ["-D", "\(root)/data", "-m", "immediate", "stop"], as: runAs)
     }
 
+    /// Stops the server and its backends in their tracks (SIGSTOP), as a hung host or a network
+    /// partition looks to a client: connections stay open and nothing answers.
+    public func freeze() { signalServer(SIGSTOP) }
+
+    /// Lets a frozen server go on.
+    public func thaw() { signalServer(SIGCONT) }
+
+    private func signalServer(_ signal: Int32) {
+        guard let pidFile = try? String(contentsOfFile: "\(root)/data/postmaster.pid", encoding: .utf8),
+              let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else { return }
+        kill(postmaster, signal)
+        // The backends: every process whose parent is the postmaster (field 4 of /proc/<pid>/stat).
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let afterName = stat.range(of: ") ", options: .backwards) else { continue }
+            let fields = stat[afterName.upperBound...].split(separator: " ")
+            if fields.count > 1, Int32(fields[1]) == postmaster { kill(pid, signal) }
+        }
+    }
+
     func destroy() {
+        thaw()
         stop()
         try? FileManager.default.removeItem(atPath: root)
     }
