@@ -94,7 +94,7 @@ struct AdminAPI: Sendable {
                 )
             else {
                 return Self.badRequest(
-                    "unknown outcome \"\(script.outcome)\"; use success, unregistered, invalid_token, sender_id_mismatch, third_party_auth_error, unavailable, internal, quota_exceeded, rate_limit_exceeded, slow or unauthenticated"
+                    "unknown outcome \"\(script.outcome)\"; use success, unregistered, invalid_token, sender_id_mismatch, third_party_auth_error, unavailable, internal, quota_exceeded, rate_limit_exceeded, slow, unauthenticated or bare_<status> (e.g. bare_400)"
                 )
             }
             switch (script.token, script.token_prefix) {

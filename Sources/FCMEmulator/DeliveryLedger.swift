@@ -11,6 +11,7 @@ enum ScriptedFailure: Sendable, Equatable {
     case quotaExceeded(retryAfter: Int?)
     case rateLimitExceeded(retryAfter: Int?)
     case unauthenticated
+    case bare(status: Int)
 }
 
 /// Scripted outcomes per device token and the record of what each token was sent: the state every send
@@ -79,6 +80,7 @@ final class DeliveryLedger: Sendable {
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .rateLimitExceeded(retryAfter: retryAfter))
             case .unauthenticated(let times):
                 verdict = state.transient(token, times: times, validateOnly: validateOnly, .unauthenticated)
+            case .bareError(let status): verdict = .fail(.bare(status: status))
             }
             if case .fail = verdict {
                 state.countRejected(deviceToken: token)

@@ -27,6 +27,9 @@ public enum Outcome: Sendable, Equatable {
     /// 401 UNAUTHENTICATED without an FcmError for the first `times` attempts, then success: the
     /// access token was revoked while this send was on its way, the others of its batch untouched.
     case unauthenticated(times: Int)
+    /// `status` (400 to 599) with the body `{}` and no error details, as a proxy or a front end
+    /// answers: no FcmError says what it is about, so a sender goes by the status alone.
+    case bareError(status: Int)
 }
 
 /// Scripts every token that starts with `prefix`, so load generators and shell users can choose outcomes by
@@ -55,7 +58,7 @@ extension PrefixRule {
 extension Outcome {
     /// Parses the names the admin API and the command line use: `success`, `unregistered`, `invalid_token`,
     /// `sender_id_mismatch`, `third_party_auth_error`, `unavailable`, `internal`, `quota_exceeded`,
-    /// `rate_limit_exceeded`, `slow`, `unauthenticated`.
+    /// `rate_limit_exceeded`, `slow`, `unauthenticated`, and `bare_<status>` (e.g. `bare_400`).
     /// `times` defaults to 1, `delay` to 500 ms.
     public init?(name: String, times: Int? = nil, retryAfter: Int? = nil, delay: Duration? = nil) {
         let times = times ?? 1
@@ -71,7 +74,9 @@ extension Outcome {
         case "rate_limit_exceeded": self = .rateLimitExceeded(times: times, retryAfter: retryAfter)
         case "slow": self = .slow(delay ?? .milliseconds(500))
         case "unauthenticated": self = .unauthenticated(times: times)
-        default: return nil
+        default:
+            guard name.hasPrefix("bare_"), let status = Int(name.dropFirst(5)), (400...599).contains(status) else { return nil }
+            self = .bareError(status: status)
         }
     }
 }

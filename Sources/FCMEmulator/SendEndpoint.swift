@@ -154,6 +154,7 @@ struct SendEndpoint: Sendable {
         case .unavailable(let retryAfter): answers.unavailable.retryingAfter(retryAfter)
         case .quotaExceeded(let retryAfter): answers.quotaExceeded.retryingAfter(retryAfter)
         case .rateLimitExceeded(let retryAfter): answers.rateLimitExceeded.retryingAfter(retryAfter)
+        case .bare(let status): GoogleResponse(status: .init(code: status), headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}"))
         }
     }
 }

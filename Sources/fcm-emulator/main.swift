@@ -41,8 +41,10 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             third_party_auth_error, unavailable, internal, quota_exceeded
             (429 with the FcmError QUOTA_EXCEEDED), rate_limit_exceeded (429 with
             an ErrorInfo RATE_LIMIT_EXCEEDED and no FcmError, as FCM answers a
-            spent project quota), slow, unauthenticated. Every answer is FCM's,
-            from the files in Sources/FCMEmulator/FCMAnswers.
+            spent project quota), slow, unauthenticated, bare_STATUS (e.g.
+            bare_400: that status with {} and no error details, as a proxy
+            answers). Every other answer is FCM's, from the files in
+            Sources/FCMEmulator/FCMAnswers.
 
             Token endpoint: an assertion may name Google's token URL
             (https://oauth2.googleapis.com/token, as google-auth signs it) or this

@@ -123,6 +123,25 @@ struct SendEndpointTests {
         ])
     }
 
+    @Test("bare_<status> answers that status with {} and no error details, as a proxy does")
+    func bareErrors() async throws {
+        #expect(Outcome(name: "bare_400") == .bareError(status: 400))
+        #expect(Outcome(name: "bare_503") == .bareError(status: 503))
+        for refused in ["bare_200", "bare_600", "bare_", "bare_4o4"] { #expect(Outcome(name: refused) == nil, "\(refused)") }
+        let fixture = try Fixtures.primary()
+        try await EmulatorSession.with { session in
+            let accessToken = try await session.accessToken(for: fixture)
+            for status in [400, 403, 404] {
+                session.emulator.script(token: "bare-\(status)", .bareError(status: status))
+                let result = try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "bare-\(status)"))
+                #expect(result.status == status)
+                #expect(result.body == "{}")
+                #expect(result.fcmErrorCode == nil && result.rpcStatus == nil)
+            }
+            #expect(session.emulator.stats.rejected == 3)
+        }
+    }
+
     @Test("transient outcomes fail the first N attempts, then deliver")
     func transientThenSuccess() async throws {
         let fixture = try Fixtures.primary()

@@ -310,6 +310,38 @@ struct DispatchTests {
         }
     }
 
+    /// Answers without an FcmError from one device each (a bare 400, 403 or 404, as a proxy
+    /// sends them) fail those devices only: the campaign goes on to everyone else and
+    /// completes, and no token is deactivated on such thin evidence.
+    @Test func oneDeviceAnsweringWithoutAnFcmErrorNeverEndsACampaign() async throws {
+        try await WorkerFixture.with { fixture in
+            // Registered first, so their answers come before most of the others.
+            let odd = ["tok-bare-400": 400, "tok-bare-403": 403, "tok-bare-404": 404]
+            for (token, status) in odd.sorted(by: { $0.value < $1.value }) {
+                try await fixture.register([token], users: [Int64(1000 + status)])
+                fixture.emulator.script(token: token, .bareError(status: status))
+            }
+            _ = try await fixture.sql { client in
+                try await client.query(
+                    """
+                    INSERT INTO push_devices (user_id, app_id, token, platform)
+                    SELECT g, \(fixture.appID), 'tok-camp-' || g, 'android' FROM generate_series(1, 110) g
+                    """)
+            }
+            let job = try await fixture.campaign()
+            let end = try await fixture.withWorker { try await fixture.finished(job) }
+            #expect(end.status == "completed", "\(end.error ?? "")")
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 113)
+            #expect(rows.values.filter { $0.status == "sent" }.count == 110)
+            #expect(rows["tok-bare-400"]?.status == "failed" && rows["tok-bare-400"]?.errorCode == "INVALID_ARGUMENT")
+            #expect(rows["tok-bare-403"]?.status == "failed" && rows["tok-bare-403"]?.errorCode == "PERMISSION_DENIED")
+            #expect(rows["tok-bare-404"]?.status == "failed" && rows["tok-bare-404"]?.errorCode == "NOT_FOUND")
+            let active = try await fixture.sql { try await count($0, "SELECT count(*)::int FROM push_devices WHERE is_active") }
+            #expect(active == 113)
+        }
+    }
+
     /// The token endpoint unavailable: the worker backs off from it (requests at 0 s, 1 s, 3 s,
     /// not one per batch), spends no delivery attempt while nothing reaches FCM, and sends
     /// everything once the endpoint is back.
