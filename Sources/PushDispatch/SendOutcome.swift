@@ -58,7 +58,9 @@ public enum SendOutcome: Sendable, Equatable {
             // mapped to ThirdPartyAuthError by the Admin SDKs.
             return .thirdPartyAuth(message: message)
         case "QUOTA_EXCEEDED":
-            return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
+            // FCM names the rate in a QuotaFailure (and the message): one device's own rate
+            // slows that device only; the project's and a topic's message rates the whole app.
+            return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: !error.isDeviceRate)
         case "UNAVAILABLE", "INTERNAL":
             return .transient(errorCode: error.fcmErrorCode!, message: message, retryAfter: retry, quota: false)
         case let code?:
@@ -135,6 +137,7 @@ struct GoogleRPCError {
     var message: String?
     var fcmErrorCode: String?
     var fieldViolations: [String] = []
+    var quotaViolations: [String] = []
 
     init(_ body: Data) {
         guard let root = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any],
@@ -145,6 +148,10 @@ struct GoogleRPCError {
             switch detail["@type"] as? String {
             case "type.googleapis.com/google.firebase.fcm.v1.FcmError":
                 fcmErrorCode = detail["errorCode"] as? String
+            case "type.googleapis.com/google.rpc.QuotaFailure":
+                for violation in detail["violations"] as? [[String: Any]] ?? [] {
+                    if let description = violation["description"] as? String { quotaViolations.append(description) }
+                }
             case "type.googleapis.com/google.rpc.BadRequest":
                 for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
                     if let field = violation["field"] as? String { fieldViolations.append(field) }
@@ -153,6 +160,12 @@ struct GoogleRPCError {
                 continue
             }
         }
+    }
+
+    /// QUOTA_EXCEEDED for one device's message rate ("Device message rate exceeded."), not the
+    /// project's or a topic's.
+    var isDeviceRate: Bool {
+        (quotaViolations + [message ?? ""]).contains { $0.localizedCaseInsensitiveContains("device message rate") }
     }
 
     /// INVALID_ARGUMENT about the registration token rather than our payload.

@@ -88,7 +88,8 @@ struct FCMAnswerTableTests {
                                                reason: "invalid_token"),
         "sender-id-mismatch": .senderMismatch(message: "SenderId mismatch"),
         "third-party-auth-error": .thirdPartyAuth(message: "Auth error from APNS or Web Push Service"),
-        "quota-exceeded": .transient(errorCode: "QUOTA_EXCEEDED", message: "Device message rate exceeded.", retryAfter: nil, quota: true),
+        // One device's rate: that delivery waits, the app goes on.
+        "quota-exceeded": .transient(errorCode: "QUOTA_EXCEEDED", message: "Device message rate exceeded.", retryAfter: nil, quota: false),
         // No FcmError: a quota answer by its status, as the SDKs read it.
         "rate-limit-exceeded": .transient(errorCode: "QUOTA_EXCEEDED", message: projectQuotaMessage, retryAfter: nil, quota: true),
         "unavailable": .transient(errorCode: "UNAVAILABLE", message: "The service is currently unavailable.", retryAfter: nil, quota: false),
@@ -122,7 +123,9 @@ struct FCMAnswerTableTests {
         "unavailable-with-retry-after": .transient(errorCode: "UNAVAILABLE", message: "The service is currently unavailable.",
                                                    retryAfter: .seconds(30), quota: false),
         "quota-exceeded-with-retry-after": .transient(errorCode: "QUOTA_EXCEEDED", message: "Device message rate exceeded.",
-                                                      retryAfter: .seconds(7), quota: true),
+                                                      retryAfter: .seconds(7), quota: false),
+        // The project's message rate: the whole app slows down.
+        "quota-exceeded-message-rate": .transient(errorCode: "QUOTA_EXCEEDED", message: "Message rate exceeded.", retryAfter: nil, quota: true),
         "internal-bare-500": .transient(errorCode: "HTTP_500", message: "HTTP 500", retryAfter: nil, quota: false),
         "proxy-502-html": .transient(errorCode: "HTTP_502", message: "HTTP 502", retryAfter: nil, quota: false),
         "unknown-fcm-code-400": .failed(errorCode: "SOME_NEW_CODE", message: "A code FCM may add one day."),
