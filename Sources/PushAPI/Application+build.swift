@@ -38,6 +38,7 @@ func buildRouter(client: PostgresClient, registrations: RegistrationBatcher, met
     let router = Router(context: APIRequestContext.self)
     router.middlewares.add(RequestLogMiddleware())
     router.middlewares.add(RequestMetricsMiddleware(metrics: metrics))
+    router.middlewares.add(ResponseHeadersMiddleware())
     router.middlewares.add(ErrorEnvelopeMiddleware())
 
     OperationsController(client: client, metrics: metrics, openAPIDocument: ByteBuffer(data: document))

@@ -13,8 +13,9 @@ struct JSONSyntaxError: Error, CustomStringConvertible {
 /// Invalid UTF-8, unescaped control characters, lone surrogates, leading zeros, trailing commas
 /// or content after the value are errors. A repeated member name keeps its last value.
 struct JSONParser {
-    /// Deeper documents are refused rather than risking the stack: no request nests this far.
-    static let maximumDepth = 64
+    /// Deeper documents are refused, here and for every request body (JSONBody): FCM's messages
+    /// nest a handful of levels, and a deep document costs stack and decoding time.
+    static let maximumDepth = 32
 
     static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONSyntaxError) -> JSONValue {
         var parser = JSONParser(bytes: bytes)

@@ -104,6 +104,21 @@ struct DemoRunTests {
         let refused = try await Self.request(base.appendingPathComponent("push/devices"), method: "POST", body: body,
                                              bearer: forged.stdout.trimmingCharacters(in: .newlines))
         #expect(refused.status == 401)
+
+        // A token whose header carries a forged log line and terminal escapes (refused before any
+        // key is tried): its text reaches the log escaped, on the refusal's own line.
+        let hostileHeader = #"{"alg":"HS256\n2026-01-01T00:00:00+0000 error push-api: forged=1 \u001b[31mred","typ":"JWT"}"#
+        let hostile = Data(hostileHeader.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "") + ".e30.c2ln"
+        let injected = try await Self.request(base.appendingPathComponent("push/devices"), method: "POST", body: body, bearer: hostile)
+        #expect(injected.status == 401)
+        try await Task.sleep(for: .milliseconds(200))
+        let lines = api.log.split(separator: "\n")
+        #expect(!lines.contains { $0.hasPrefix("2026-01-01T00:00:00+0000") || $0.contains("\u{1B}") }, "\(api.log)")
+        let refusal = try #require(lines.first { $0.contains("access token refused") && $0.contains("forged") }, "\(api.log)")
+        // One quoted value, its newline and escape written out: no second line, no extra field.
+        #expect(refusal.contains(#"push.reason="the access token's algorithm HS256\n2026-01-01T00:00:00+0000 error push-api: forged=1 \u{1b}[31mred is not accepted""#),
+                "\(refusal)")
     }
 
     @Test(arguments: [["42"], ["0", "1"], ["42", "x"], ["42", "1", "0"], ["42", "1", "2", "3"]])
