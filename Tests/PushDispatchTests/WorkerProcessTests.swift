@@ -197,14 +197,15 @@ struct WorkerProcessTests {
         }
     }
 
-    @Test func theWorkerRidesOutADatabaseRestart() async throws {
+    /// A fixture on a PostgreSQL cluster of the test's own, which it may stop, restart or freeze
+    /// without touching the other tests' databases.
+    func withClusterOfItsOwn(_ body: @Sendable (LocalCluster, WorkerFixture) async throws -> Void) async throws {
         let cluster = try LocalCluster.start()
         defer { cluster.stop() }
-        let url = cluster.url()
-        try await TestPostgres.withClient(url: url) { client in
-            _ = try await client.query("CREATE DATABASE restart_test")
+        try await TestPostgres.withClient(url: cluster.url()) { client in
+            _ = try await client.query("CREATE DATABASE worker_test")
         }
-        let database = TestDatabase(url: cluster.url(database: "restart_test"), name: "restart_test")
+        let database = TestDatabase(url: cluster.url(database: "worker_test"), name: "worker_test")
         _ = try await database.withClient { client in
             try await MigrationRunner.bundled().run(on: client, logger: workerLogger)
         }
@@ -215,7 +216,13 @@ struct WorkerProcessTests {
                 try await addApp(client, code: "wowa", projectID: account.projectID, clientEmail: account.clientEmail,
                                  privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
             }
-            let fixture = WorkerFixture(database: database, emulator: emulator, account: account, appID: appID)
+            try await body(cluster, WorkerFixture(database: database, emulator: emulator, account: account, appID: appID))
+        }
+    }
+
+    @Test func theWorkerRidesOutADatabaseRestart() async throws {
+        try await withClusterOfItsOwn { cluster, fixture in
+            let emulator = fixture.emulator
             emulator.script(tokenPrefix: "db-dev-", .slow(.milliseconds(50)))
             let tokens = try await seed(fixture, count: 300, prefix: "db-dev-")
             let job = try await fixture.campaign()
@@ -238,23 +245,8 @@ struct WorkerProcessTests {
     /// open, nothing answers, as on a hung host): the worker still exits within its drain bound,
     /// and what it could not record waits for its lease (another worker takes it over).
     @Test func sigtermEndsTheWorkerWithinItsDrainBoundWhateverFCMAndTheDatabaseDo() async throws {
-        let cluster = try LocalCluster.start()
-        defer { cluster.stop() }
-        try await TestPostgres.withClient(url: cluster.url()) { client in
-            _ = try await client.query("CREATE DATABASE frozen_test")
-        }
-        let database = TestDatabase(url: cluster.url(database: "frozen_test"), name: "frozen_test")
-        _ = try await database.withClient { client in
-            try await MigrationRunner.bundled().run(on: client, logger: workerLogger)
-        }
-        try await FCMEmulator.withRunning(.init(retainedMessageLimit: 10), logger: workerLogger) { emulator in
-            let account = try ServiceAccountFixture.generate(projectID: "wowa-project")
-            emulator.registerServiceAccount(account.serviceAccount)
-            let appID = try await database.withClient { client in
-                try await addApp(client, code: "wowa", projectID: account.projectID, clientEmail: account.clientEmail,
-                                 privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
-            }
-            let fixture = WorkerFixture(database: database, emulator: emulator, account: account, appID: appID)
+        try await withClusterOfItsOwn { cluster, fixture in
+            let emulator = fixture.emulator
             _ = try await seed(fixture, count: 400, prefix: "frozen-dev-")
             emulator.script(tokenPrefix: "frozen-dev-", .slow(.milliseconds(20)))
             let job = try await fixture.campaign()
