@@ -3,10 +3,16 @@ import Logging
 import PostgresNIO
 
 /// The device rules, shared by the registration API and the dispatch worker. The upsert and its
-/// side effects live in the SQL function `push_register_device` (sql/002_push_devices.sql):
-/// one round trip, one transaction.
+/// side effects live in the SQL function `push_register_device` (its current definition:
+/// sql/011_device_rules_per_user.sql): one round trip, one transaction.
 public struct DeviceRegistry: Sendable {
     let client: PostgresClient
+
+    /// Active devices per (user, app) unless the caller says otherwise; also the SQL function's
+    /// default. A person's phones, tablets and browsers fit with room to spare, while tokens
+    /// that rotate without a deviceId (each leaving an active row FCM has not refused yet) and
+    /// a hostile client are held to it.
+    public static let defaultMaximumActiveDevices = 20
 
     public init(client: PostgresClient) {
         self.client = client
@@ -19,10 +25,14 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// Registers `registration` for the user: upsert on (user, app, token), active, `last_used_at`
-    /// now; another user's active row for the token and the device's other active tokens are
-    /// deactivated in the same transaction.
-    public func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
-        let statement = RegisterStatement(userID: userID, appID: appID, registration: registration)
+    /// now. In the same transaction: another user's active row for the token is deactivated
+    /// (`account_switch`), the user's other active tokens on the same `deviceId` (`replaced`), and
+    /// the user's least recently registered devices beyond `maximumActiveDevices` in the app
+    /// (`device_limit`).
+    public func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64,
+                         maximumActiveDevices: Int = defaultMaximumActiveDevices, logger: Logger) async throws -> Registered {
+        let statement = RegisterStatement(userID: userID, appID: appID, registration: registration,
+                                          maximumActiveDevices: maximumActiveDevices)
         let row = try await Self.retryingConflicts(logger: logger) {
             for try await row in try await client.execute(statement, logger: logger) { return row }
             preconditionFailure("push_register_device returns exactly one row")
@@ -48,9 +58,11 @@ public struct DeviceRegistry: Sendable {
     /// registration's cost in the database is the statement and the commit around the function,
     /// not the function itself: a batch of 4 to 8 costs PostgreSQL about half the CPU per
     /// registration. All or nothing: any error fails the whole batch, and is not retried here.
-    public func register(batch: [Registration], logger: Logger) async throws -> [Registered] {
+    public func register(batch: [Registration], maximumActiveDevices: Int = defaultMaximumActiveDevices,
+                         logger: Logger) async throws -> [Registered] {
         var registered = [Registered?](repeating: nil, count: batch.count)
-        for try await row in try await client.execute(RegisterBatchStatement(batch: batch), logger: logger) {
+        let statement = RegisterBatchStatement(batch: batch, maximumActiveDevices: maximumActiveDevices)
+        for try await row in try await client.execute(statement, logger: logger) {
             registered[Int(row.0) - 1] = Self.registered(row.1)
         }
         let result = registered.compactMap { $0 }
@@ -73,22 +85,24 @@ public struct DeviceRegistry: Sendable {
         static let sql = """
             SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
                    last_used_at, created_at, created
-              FROM push_register_device($1, $2, $3, $4, $5, $6)
+              FROM push_register_device($1, $2, $3, $4, $5, $6, $7)
             """
         typealias Row = (Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool)
 
         let userID: Int64
         let appID: Int64
         let registration: DeviceRegistration
+        let maximumActiveDevices: Int
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 6)
+            var bindings = PostgresBindings(capacity: 7)
             bindings.append(userID)
             bindings.append(appID)
             bindings.append(registration.token)
             bindings.append(registration.platform.rawValue)
             bindings.append(registration.deviceID)
             bindings.append(registration.tokenType.rawValue)
+            bindings.append(Int32(clamping: maximumActiveDevices))
             return bindings
         }
 
@@ -109,15 +123,16 @@ public struct DeviceRegistry: Sendable {
                    WITH ORDINALITY AS g(user_id, app_id, token, platform, device_id, has_device_id, token_type, ord)
              CROSS JOIN LATERAL push_register_device(
                    g.user_id, g.app_id, g.token, g.platform, CASE WHEN g.has_device_id THEN g.device_id END,
-                   g.token_type) AS r
+                   g.token_type, $8) AS r
              ORDER BY g.ord
             """
         typealias Row = (Int64, RegisterStatement.Row)
 
         let batch: [Registration]
+        let maximumActiveDevices: Int
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 7)
+            var bindings = PostgresBindings(capacity: 8)
             bindings.append(batch.map(\.userID))
             bindings.append(batch.map(\.appID))
             bindings.append(batch.map(\.device.token))
@@ -125,6 +140,7 @@ public struct DeviceRegistry: Sendable {
             bindings.append(batch.map { $0.device.deviceID ?? "" })
             bindings.append(batch.map { $0.device.deviceID != nil })
             bindings.append(batch.map(\.device.tokenType.rawValue))
+            bindings.append(Int32(clamping: maximumActiveDevices))
             return bindings
         }
 
@@ -171,12 +187,51 @@ public struct DeviceRegistry: Sendable {
             """, logger: logger)
         var devices: [Device] = []
         for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?).self) {
-            devices.append(Device(
-                id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
-                platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
-                lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11))
+            devices.append(Self.device(row))
         }
         return devices
+    }
+
+    /// One page of a user's devices in an app, active or not.
+    public struct Page: Sendable, Equatable {
+        public let devices: [Device]
+        /// The `below` of the next page; nil on the last.
+        public let nextCursor: Int64?
+
+        public init(devices: [Device], nextCursor: Int64?) {
+            self.devices = devices
+            self.nextCursor = nextCursor
+        }
+    }
+
+    /// The user's devices in the app, newest registration first (by id), at most `limit`, with
+    /// ids below `cursor` when given. Ids never change, so registrations and refreshes made
+    /// while a client pages never shift a page: nothing is listed twice or skipped, except the
+    /// rows registered after the walk began, which belong before its first page.
+    public func page(appID: Int64, userID: Int64, below cursor: Int64?, limit: Int, logger: Logger) async throws -> Page {
+        precondition(limit > 0)
+        let rows = try await client.query(
+            """
+            SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
+                   last_used_at, created_at, deactivated_at, deactivation_reason
+              FROM push_devices
+             WHERE app_id = \(appID) AND user_id = \(userID) AND (\(cursor)::bigint IS NULL OR id < \(cursor))
+             ORDER BY id DESC
+             LIMIT \(limit + 1)
+            """, logger: logger)
+        var devices: [Device] = []
+        for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?).self) {
+            devices.append(Self.device(row))
+        }
+        guard devices.count > limit else { return Page(devices: devices, nextCursor: nil) }
+        devices.removeLast()
+        return Page(devices: devices, nextCursor: devices.last?.id)
+    }
+
+    private static func device(_ row: (Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?)) -> Device {
+        Device(id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
+               platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
+               lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11)
     }
 
     /// A deadlock (40P01) or serialization failure (40001) between registrations touching the

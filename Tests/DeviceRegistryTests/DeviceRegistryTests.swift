@@ -78,14 +78,44 @@ struct DeviceRegistryTests {
         }
     }
 
-    @Test func anotherAccountOnTheSameDeviceSwitchesAccounts() async throws {
+    /// The legitimate switch: the app on one phone registers its same FCM token for the new
+    /// account. Possession of the token proves the phone; the old account's row goes.
+    @Test func anotherAccountRegisteringTheSameTokenSwitchesAccounts() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
             let registry = DeviceRegistry(client: client)
-            _ = try await registry.register(registration("alice-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
-            _ = try await registry.register(registration("bob-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
-            #expect(try await rows(client, token: "alice-tok").map { "\($0.1) \($0.2 ?? "-")" } == ["false account_switch"])
-            #expect(try await rows(client, token: "bob-tok").map(\.1) == [true])
+            _ = try await registry.register(registration("phone-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("alice-tablet-tok", deviceID: "tablet"), userID: 1, appID: app, logger: testLogger)
+            _ = try await registry.register(registration("phone-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
+            #expect(try await rows(client, token: "phone-tok").map { "\($0.0) \($0.1) \($0.2 ?? "-")" }
+                    == ["1 false account_switch", "2 true -"])
+            // Alice's other device is hers alone.
+            #expect(try await rows(client, token: "alice-tablet-tok").map(\.1) == [true])
+        }
+    }
+
+    /// The attack of issue 30: deviceId is a string the client chooses, so another user's
+    /// registration with Alice's deviceId (and a token of their own) proves nothing about her
+    /// phone and leaves her row as it was, wherever the deviceId appears.
+    @Test func anotherUsersDeviceIDNeverTouchesTheOwnersRows() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            let alice = try await registry.register(registration("alice-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
+            let bob = try await registry.register(registration("bob-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
+            let batch: [DeviceRegistry.Registration] = [
+                .init(try registration("bob-tok-2", deviceID: "phone"), userID: 2, appID: app),
+                .init(try registration("mallory-tok", deviceID: "phone"), userID: 3, appID: app),
+            ]
+            _ = try await registry.register(batch: batch, logger: testLogger)
+            #expect(try await rows(client, token: "alice-tok").map { "\($0.1) \($0.2 ?? "-")" } == ["true -"])
+            let aliceNow = try await registry.devices(appID: app, userID: 1, logger: testLogger)
+            #expect(aliceNow.map(\.id) == [alice.device.id])
+            #expect(aliceNow.first?.lastUsedAt == alice.device.lastUsedAt && aliceNow.first?.deviceID == "phone")
+            // Bob's own refresh on "his" phone still replaces his older token there.
+            #expect(try await rows(client, token: "bob-tok").map { "\($0.1) \($0.2 ?? "-")" } == ["false replaced"])
+            #expect(bob.device.isActive)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices WHERE is_active") == 3)
         }
     }
 
@@ -156,6 +186,139 @@ struct DeviceRegistryTests {
             await #expect(throws: PSQLError.self) {
                 try await client.query("UPDATE push_devices SET is_active = false")  // no deactivated_at / reason
             }
+        }
+    }
+
+    /// Beyond the cap, the user's least recently registered device goes (`device_limit`); a
+    /// refresh counts as a registration, and re-registering an active token adds nothing.
+    @Test func theLeastRecentlyRegisteredDeviceGoesBeyondTheCap() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            func register(_ token: String, user: Int64 = 1) async throws {
+                _ = try await registry.register(registration(token), userID: user, appID: app,
+                                                maximumActiveDevices: 3, logger: testLogger)
+            }
+            for token in ["tok-1", "tok-2", "tok-3"] { try await register(token) }
+            try await register("tok-1")             // refreshed: now the most recent
+            try await register("tok-3")             // already active at the cap: nothing goes
+            #expect(try await activeTokens(client, user: 1) == ["tok-1", "tok-2", "tok-3"])
+            try await register("tok-4")
+            #expect(try await rows(client, token: "tok-2").map { "\($0.1) \($0.2 ?? "-")" } == ["false device_limit"])
+            #expect(try await activeTokens(client, user: 1) == ["tok-1", "tok-3", "tok-4"])
+            // Another user, and the same user in another app, have their own caps.
+            let other = try await addApp(client, code: "other")
+            for token in ["u2-a", "u2-b", "u2-c"] { try await register(token, user: 2) }
+            _ = try await registry.register(registration("other-app"), userID: 1, appID: other, maximumActiveDevices: 1, logger: testLogger)
+            #expect(try await activeTokens(client, user: 1) == ["other-app", "tok-1", "tok-3", "tok-4"])
+            #expect(try await activeTokens(client, user: 2) == ["u2-a", "u2-b", "u2-c"])
+        }
+    }
+
+    @Test func aRefreshOnTheSameDeviceNeverCostsAnotherDevice() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            for (token, device) in [("phone-old", "phone"), ("tablet", "tablet")] {
+                _ = try await registry.register(registration(token, deviceID: device), userID: 1, appID: app,
+                                                maximumActiveDevices: 2, logger: testLogger)
+            }
+            _ = try await registry.register(registration("phone-new", deviceID: "phone"), userID: 1, appID: app,
+                                            maximumActiveDevices: 2, logger: testLogger)
+            #expect(try await rows(client, token: "phone-old").map { $0.2 } == ["replaced"])
+            #expect(try await activeTokens(client, user: 1) == ["phone-new", "tablet"])
+        }
+    }
+
+    /// A user already over the cap (a lower setting, or rows from before it) is brought down to
+    /// it by their next registration, the oldest first.
+    @Test func aUserOverTheCapIsTrimmedByTheirNextRegistration() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            for index in 1...6 {
+                _ = try await registry.register(registration("tok-\(index)"), userID: 1, appID: app, maximumActiveDevices: 10, logger: testLogger)
+            }
+            _ = try await registry.register(registration("tok-7"), userID: 1, appID: app, maximumActiveDevices: 2, logger: testLogger)
+            #expect(try await activeTokens(client, user: 1) == ["tok-6", "tok-7"])
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices WHERE deactivation_reason = 'device_limit'") == 5)
+        }
+    }
+
+    /// In a batch (one transaction, one now()), registrations are still ranked in arrival order.
+    @Test func aBatchKeepsTheCapInArrivalOrder() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            _ = try await registry.register(registration("tok-before"), userID: 1, appID: app, logger: testLogger)
+            let batch: [DeviceRegistry.Registration] = try ["tok-a", "tok-b", "tok-before", "tok-c", "tok-d"].map {
+                .init(try registration($0), userID: 1, appID: app)
+            }
+            let answers = try await registry.register(batch: batch, maximumActiveDevices: 3, logger: testLogger)
+            #expect(answers.allSatisfy { $0.device.isActive })
+            #expect(try await activeTokens(client, user: 1) == ["tok-before", "tok-c", "tok-d"])
+            #expect(try await rows(client, token: "tok-a").map { $0.2 } == ["device_limit"])
+            #expect(try await rows(client, token: "tok-b").map { $0.2 } == ["device_limit"])
+        }
+    }
+
+    @Test func aCapBelowOneIsRefusedAndChangesNothing() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            _ = try await registry.register(registration("tok-kept"), userID: 1, appID: app, logger: testLogger)
+            for cap in [0, -1] {
+                await #expect {
+                    _ = try await registry.register(registration("tok-new"), userID: 1, appID: app, maximumActiveDevices: cap, logger: testLogger)
+                } throws: { error in
+                    DatabaseErrorText.sqlState(error) == "22023" && DatabaseErrorText.describe(error).contains("max active devices must be at least 1")
+                }
+            }
+            #expect(try await activeTokens(client, user: 1) == ["tok-kept"])
+            #expect(try await count(client, "SELECT count(*)::int FROM push_devices") == 1)
+        }
+    }
+
+    /// Callers of the SQL function that do not pass a cap (backends, the benchmarks) get the
+    /// same one as push-api's default.
+    @Test func theSQLDefaultCapIsTheRegistrysDefault() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            var arguments = ""
+            for try await text in try await client.query(
+                "SELECT pg_get_function_arguments('push_register_device'::regproc)").decode(String.self) {
+                arguments = text
+            }
+            #expect(arguments.hasSuffix("p_max_active_devices integer DEFAULT \(DeviceRegistry.defaultMaximumActiveDevices)"), "\(arguments)")
+        }
+    }
+
+    /// Pages of a user's devices, newest registration first: every row once, whatever is
+    /// refreshed while the pages are read.
+    @Test func pagesListEveryDeviceOnceNewestFirst() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceRegistry(client: client)
+            var ids: [Int64] = []
+            for index in 1...5 {
+                ids.append(try await registry.register(registration("tok-\(index)"), userID: 1, appID: app, logger: testLogger).device.id)
+            }
+            _ = try await registry.register(registration("someone-elses"), userID: 2, appID: app, logger: testLogger)
+            var listed: [Int64] = []
+            var cursor: Int64?
+            var pages = 0
+            repeat {
+                let page = try await registry.page(appID: app, userID: 1, below: cursor, limit: 2, logger: testLogger)
+                listed += page.devices.map(\.id)
+                cursor = page.nextCursor
+                pages += 1
+                // Refreshing the oldest between pages moves nothing.
+                _ = try await registry.register(registration("tok-1"), userID: 1, appID: app, logger: testLogger)
+            } while cursor != nil
+            #expect(pages == 3)
+            #expect(listed == ids.reversed())
+            let exact = try await registry.page(appID: app, userID: 1, below: nil, limit: 5, logger: testLogger)
+            #expect(exact.devices.count == 5 && exact.nextCursor == nil)
+            #expect(try await registry.page(appID: app, userID: 1, below: ids[0], limit: 5, logger: testLogger).devices.isEmpty)
         }
     }
 

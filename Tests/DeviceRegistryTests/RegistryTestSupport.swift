@@ -24,3 +24,14 @@ func rows(_ client: PostgresClient, token: String) async throws -> [(Int64, Bool
     }
     return result
 }
+
+/// The user's active tokens in any app, sorted.
+func activeTokens(_ client: PostgresClient, user: Int64) async throws -> [String] {
+    var result: [String] = []
+    for try await token in try await client.query(
+        "SELECT token FROM push_devices WHERE user_id = \(user) AND is_active ORDER BY token"
+    ).decode(String.self) {
+        result.append(token)
+    }
+    return result
+}
