@@ -7,11 +7,14 @@ public struct APIError: Error, Sendable, Equatable {
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
+    /// Whole seconds to wait before trying again, sent as `Retry-After`.
+    public let retryAfterSeconds: Int?
 
-    public init(_ status: HTTPResponse.Status, code: String, _ message: String) {
+    public init(_ status: HTTPResponse.Status, code: String, _ message: String, retryAfterSeconds: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     public static func validation(_ message: String) -> APIError {
@@ -28,6 +31,11 @@ public struct APIError: Error, Sendable, Equatable {
     }
     public static func notFound(_ message: String) -> APIError {
         APIError(.notFound, code: "NOT_FOUND", message)
+    }
+    /// Over a rate limit; `retryAfter` is rounded up to whole seconds, at least one.
+    public static func tooManyRequests(_ message: String, retryAfter: Duration) -> APIError {
+        let seconds = retryAfter.components.seconds + (retryAfter.components.attoseconds > 0 ? 1 : 0)
+        return APIError(.tooManyRequests, code: "RATE_LIMITED", message, retryAfterSeconds: Int(max(1, seconds)))
     }
     public static let databaseUnavailable = APIError(
         .serviceUnavailable, code: "DATABASE_UNAVAILABLE", "the database is unavailable; retry later")
@@ -51,6 +59,7 @@ public struct APIError: Error, Sendable, Equatable {
     func response() -> Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if status == .unauthorized { headers[.wwwAuthenticate] = "Bearer" }
+        if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         return Response(
             status: status, headers: headers,
             body: .init(byteBuffer: JSONBody.encode(Envelope(code: code, status: statusName, message: message))))

@@ -20,6 +20,11 @@ import Synchronization
 /// statement has the same deadline (one timer per batch), so a lane stuck on a lost database
 /// gives up, and a graceful shutdown does not wait for the database to come back.
 ///
+/// Every registration passes here, so here the per-user bounds are kept: a registration over
+/// the user's rate (`RegistrationRateLimiter`) is refused before it queues (429), and each
+/// statement caps the user's active devices (`push_register_device`'s `p_max_active_devices`,
+/// applied per registration inside a batch as alone).
+///
 /// Runs as a service after the PostgreSQL client's and before the server's, so at shutdown the
 /// server's last requests still find it; it finishes what is queued, then returns.
 final class RegistrationBatcher: Service, Sendable {
@@ -49,6 +54,8 @@ final class RegistrationBatcher: Service, Sendable {
     private let lanes: Int
     private let maximumBatch: Int
     private let deadline: Duration
+    private let limits: RegistrationLimits
+    private let rateLimiter: RegistrationRateLimiter
     private let statementDeadline: DatabaseDeadline
     private let batchSizes: (@Sendable (Int) -> Void)?
     private let logger: Logger
@@ -58,14 +65,17 @@ final class RegistrationBatcher: Service, Sendable {
     /// - Parameters:
     ///   - lanes: statements at once; more than the pool's connections would only queue there.
     ///   - deadline: the longest a caller waits for its answer.
+    ///   - limits: the per-user bounds.
     ///   - batchSizes: told the size of every batch run (for metrics).
-    init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, deadline: Duration, logger: Logger,
-         batchSizes: (@Sendable (Int) -> Void)? = nil) {
+    init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, deadline: Duration,
+         limits: RegistrationLimits = RegistrationLimits(), logger: Logger, batchSizes: (@Sendable (Int) -> Void)? = nil) {
         precondition(lanes > 0 && maximumBatch > 0 && deadline > .zero)
         self.registry = registry
         self.lanes = lanes
         self.maximumBatch = maximumBatch
         self.deadline = deadline
+        self.limits = limits
+        self.rateLimiter = RegistrationRateLimiter(perMinute: limits.registrationsPerUserPerMinute)
         self.statementDeadline = DatabaseDeadline(limit: deadline)
         self.logger = logger
         self.batchSizes = batchSizes
@@ -84,8 +94,14 @@ final class RegistrationBatcher: Service, Sendable {
     /// Registers one device, as `DeviceRegistry.register` does. Past the deadline, or when the
     /// caller's task is cancelled, the caller is answered at once (`DatabaseUnavailable`,
     /// `CancellationError`); if its batch already runs, the registration may still be committed
-    /// (registering is idempotent, the client retries).
+    /// (registering is idempotent, the client retries). Over the user's rate, refused at once
+    /// (`APIError` 429 with the wait), and nothing is written.
     func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64, logger: Logger) async throws -> Registered {
+        if let wait = rateLimiter.admit(.init(appID: appID, userID: userID)) {
+            throw APIError.tooManyRequests(
+                "more than \(limits.registrationsPerUserPerMinute) registrations a minute for this user; retry later",
+                retryAfter: wait)
+        }
         let id = lastID.add(1, ordering: .relaxed).newValue
         let queued = Queued(id: id, registration: .init(registration, userID: userID, appID: appID), logger: logger)
         let expires = ContinuousClock.now + deadline
@@ -199,7 +215,10 @@ final class RegistrationBatcher: Service, Sendable {
         if batch.count > 1 {
             do {
                 let (registrations, logger) = (batch.map(\.registration), self.logger)
-                let registered = try await statementDeadline.run { try await registry.register(batch: registrations, logger: logger) }
+                let maximumActiveDevices = limits.maximumActiveDevicesPerUser
+                let registered = try await statementDeadline.run {
+                    try await registry.register(batch: registrations, maximumActiveDevices: maximumActiveDevices, logger: logger)
+                }
                 for (queued, result) in zip(batch, registered) { answer(queued, with: .success(result)) }
                 return
             } catch where DatabaseErrorText.isServerError(error) {
@@ -213,11 +232,11 @@ final class RegistrationBatcher: Service, Sendable {
             }
         }
         for queued in batch where isWaiting(queued) {
-            let (registration, logger) = (queued.registration, queued.logger)
+            let (registration, logger, maximumActiveDevices) = (queued.registration, queued.logger, limits.maximumActiveDevicesPerUser)
             do {
                 let registered = try await statementDeadline.run {
-                    try await registry.register(registration.device, userID: registration.userID,
-                                                appID: registration.appID, logger: logger)
+                    try await registry.register(registration.device, userID: registration.userID, appID: registration.appID,
+                                                maximumActiveDevices: maximumActiveDevices, logger: logger)
                 }
                 answer(queued, with: .success(registered))
             } catch {

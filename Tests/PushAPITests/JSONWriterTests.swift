@@ -30,6 +30,16 @@ struct JSONWriterTests {
 
     struct EncodedList: Encodable {
         let devices: [EncodedDevice]
+        let nextCursor: String?
+
+        enum CodingKeys: String, CodingKey { case devices, nextCursor }
+
+        /// nextCursor is always written, null on the last page.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(devices, forKey: .devices)
+            try container.encode(nextCursor, forKey: .nextCursor)
+        }
     }
 
     static func device(id: Int64, token: String, deviceID: String?, active: Bool) -> Device {
@@ -51,9 +61,9 @@ struct JSONWriterTests {
             let expected = String(decoding: try encoder.encode(EncodedDevice(device: device)), as: UTF8.self)
             #expect(String(buffer: DeviceController.body(device)) == expected)
         }
-        let expectedList = String(decoding: try encoder.encode(EncodedList(devices: devices.map(EncodedDevice.init))), as: UTF8.self)
-        #expect(String(buffer: DeviceController.body(devices)) == expectedList)
-        #expect(String(buffer: DeviceController.body([])) == #"{"devices":[]}"#)
+        let expectedList = String(decoding: try encoder.encode(EncodedList(devices: devices.map(EncodedDevice.init), nextCursor: "3")), as: UTF8.self)
+        #expect(String(buffer: DeviceController.body(DeviceRegistry.Page(devices: devices, nextCursor: 3))) == expectedList)
+        #expect(String(buffer: DeviceController.body(DeviceRegistry.Page(devices: [], nextCursor: nil))) == #"{"devices":[],"nextCursor":null}"#)
     }
 
     @Test func datesAreUTCWithTheStoredMilliseconds() {

@@ -55,6 +55,32 @@ struct RegistrationBatcherTests {
         }
     }
 
+    /// The cap holds inside a batch, each registration counted in arrival order; a registration
+    /// over the user's rate is refused before it queues.
+    @Test func aBatchKeepsTheCapAndTheRateIsCheckedBeforeQueueing() async throws {
+        let limits = RegistrationLimits(maximumActiveDevicesPerUser: 2, registrationsPerUserPerMinute: 3)
+        try await withBlockedLane(limits: limits) { lane in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, token) in ["tok-first", "tok-second", "tok-third"].enumerated() {
+                    group.addTask { _ = try await lane.register(token, user: 5) }
+                    try await lane.waitUntilQueued(index + 1)
+                }
+                await #expect {
+                    _ = try await lane.register("tok-over-the-rate", user: 5)
+                } throws: { ($0 as? APIError)?.status == .tooManyRequests && ($0 as? APIError)?.retryAfterSeconds == 20 }
+                #expect(lane.batcher.waiting == 3)
+                lane.release()
+                try await group.waitForAll()
+            }
+            #expect(lane.batchSizes() == [1, 3])
+            #expect(try await count(lane.client, "SELECT count(*)::int FROM push_devices WHERE user_id = 5 AND is_active") == 2)
+            #expect(try await count(lane.client, """
+                SELECT count(*)::int FROM push_devices WHERE token = 'tok-first' AND deactivation_reason = 'device_limit'
+                """) == 1)
+            #expect(try await lane.tokens() == ["tok-blocker", "tok-first", "tok-second", "tok-third"])
+        }
+    }
+
     /// A caller that gives up (its request's deadline) is answered at once and its queued
     /// registration never runs.
     @Test func aCancelledRegistrationLeavesTheQueueAndIsNeverWritten() async throws {
@@ -180,12 +206,13 @@ private final class BatchSizes: Sendable {
 /// Runs `body` with a lane whose first registration (`tok-blocker`, user 1) is blocked; unless
 /// `runsAsService` is false, the batcher runs and the blocked registration is already waiting.
 private func withBlockedLane(runsAsService: Bool = true, deadline: Duration = .seconds(30),
+                             limits: RegistrationLimits = RegistrationLimits(),
                              _ body: @Sendable (BlockedLane) async throws -> Void) async throws {
     try await TestPostgres.shared.makeDatabase().withClient { client in
         let app = try await AppDirectory(client: client, logger: apiLogger).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
         let sizes = BatchSizes()
-        let batcher = RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, deadline: deadline, logger: apiLogger,
-                                          batchSizes: { sizes.append($0) })
+        let batcher = RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, deadline: deadline, limits: limits,
+                                          logger: apiLogger, batchSizes: { sizes.append($0) })
         let (unlocked, unlock) = AsyncStream<Void>.makeStream()
         let lane = BlockedLane(client: client, batcher: batcher, app: app, sizes: sizes, unlock: unlock)
         try await withThrowingTaskGroup(of: Void.self) { group in

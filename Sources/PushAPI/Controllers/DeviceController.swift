@@ -52,14 +52,23 @@ struct DeviceController {
         return json.buffer
     }
 
-    static func body(_ devices: [Device]) -> ByteBuffer {
-        var json = JSONWriter(capacity: 128 + 512 * devices.count)
+    /// `{"devices": [...], "nextCursor": "123" | null}`: the list as before, plus the cursor.
+    static func body(_ page: DeviceRegistry.Page) -> ByteBuffer {
+        var json = JSONWriter(capacity: 128 + 768 * page.devices.count)
         json.object { json in
             json.name("devices")
-            json.array(devices) { json, device in write(device, to: &json) }
+            json.array(page.devices) { json, device in write(device, to: &json) }
+            json.name("nextCursor")
+            json.value(page.nextCursor.map(String.init))
         }
         return json.buffer
     }
+
+    /// Devices per page of `GET /push/devices`: the default holds every active device a user
+    /// can have (`MAX_ACTIVE_DEVICES_PER_USER` defaults to 20) with recent history; at the
+    /// maximum a page of 500-character tokens stays near 150 KB.
+    static let defaultPageSize: Int64 = 50
+    static let pageSizes: ClosedRange<Int64> = 1...200
 
     @Sendable func register(_ request: Request, context: APIRequestContext) async throws -> Response {
         let user = try context.requireAppUser()
@@ -86,11 +95,14 @@ struct DeviceController {
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> Response {
         let user = try context.requireAppUser()
+        let query = try QueryParameters(request, allowed: ["limit", "cursor"])
+        let limit = try query.integer("limit", in: Self.pageSizes) ?? Self.defaultPageSize
+        let cursor = try query.integer("cursor", in: 1...Int64.max, message: "cursor must be a nextCursor this endpoint returned")
         let (registry, logger) = (self.registry, context.logger)
-        let devices = try await deadline.run {
-            try await registry.devices(appID: user.appID, userID: user.userID, logger: logger)
+        let page = try await deadline.run {
+            try await registry.page(appID: user.appID, userID: user.userID, below: cursor, limit: Int(limit), logger: logger)
         }
-        return JSONBody.response(Self.body(devices))
+        return JSONBody.response(Self.body(page))
     }
 
     @Sendable func deactivate(_ request: Request, context: APIRequestContext) async throws -> Response {
