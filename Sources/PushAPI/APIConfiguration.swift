@@ -13,10 +13,18 @@ public struct APIConfiguration: Sendable {
     public var databaseDeadline: Duration
     /// The bearer token of the service/admin endpoints; without one they answer 404.
     public var adminToken: String?
+    /// How long a kept-alive connection may wait for its next request.
+    public var idleTimeout: Duration
+    /// How long a request's headers and body may take to arrive, from its first byte (a new
+    /// connection's first request: from the connection).
+    public var readTimeout: Duration
+    /// Open client connections at most; nil: 4,096, or fewer when the open-files limit is lower.
+    public var maximumConnections: Int?
 
     public init(databaseURL: String, host: String = "127.0.0.1", port: Int = 8080,
                 jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
-                databaseDeadline: Duration = .seconds(5), adminToken: String? = nil) {
+                databaseDeadline: Duration = .seconds(5), adminToken: String? = nil,
+                idleTimeout: Duration = .seconds(75), readTimeout: Duration = .seconds(10), maximumConnections: Int? = nil) {
         self.databaseURL = databaseURL
         self.host = host
         self.port = port
@@ -24,12 +32,16 @@ public struct APIConfiguration: Sendable {
         self.logLevel = logLevel
         self.databaseDeadline = databaseDeadline
         self.adminToken = adminToken
+        self.idleTimeout = idleTimeout
+        self.readTimeout = readTimeout
+        self.maximumConnections = maximumConnections
     }
 
     /// Every environment variable push-api reads.
     public static let environmentVariables: Set<String> = [
         "DATABASE_URL", "API_HOST", "API_PORT", "JWT_SECRET", "JWT_PUBLIC_KEY_FILE", "JWT_ISSUER", "JWT_AUDIENCE",
         "PUSH_ADMIN_TOKEN", "LOG_LEVEL",
+        "API_IDLE_TIMEOUT_SECONDS", "API_READ_TIMEOUT_SECONDS", "API_MAX_CONNECTIONS",
     ]
 
     /// The shortest admin token accepted: a guessable one would open every user's notifications.
@@ -54,6 +66,9 @@ public struct APIConfiguration: Sendable {
         return APIConfiguration(
             databaseURL: try settings.required("DATABASE_URL"), host: settings.value("API_HOST") ?? "127.0.0.1",
             port: try settings.integer("API_PORT", in: 0...65535) ?? 8080, jwt: jwt, logLevel: try settings.logLevel() ?? .info,
-            adminToken: adminToken)
+            adminToken: adminToken,
+            idleTimeout: .seconds(try settings.integer("API_IDLE_TIMEOUT_SECONDS", in: 1...3600) ?? 75),
+            readTimeout: .seconds(try settings.integer("API_READ_TIMEOUT_SECONDS", in: 1...300) ?? 10),
+            maximumConnections: try settings.integer("API_MAX_CONNECTIONS", in: 1...1_000_000))
     }
 }

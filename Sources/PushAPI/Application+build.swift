@@ -19,10 +19,18 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let router = try buildRouter(client: client, registrations: registrations, metrics: metrics, verifier: verifier,
                                  adminToken: configuration.adminToken,
                                  deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
+    let connections = try ConnectionLimits(configuration, databaseConnections: postgres.options.maximumConnections,
+                                           openFilesLimit: OpenFilesLimit.raiseToHardLimit())
+    logger.info("connections bounded", metadata: [
+        "maximum": "\(connections.maximumConnections)", "open_files_limit": "\(connections.openFilesLimit)",
+        "idle_timeout_s": "\(connections.idleTimeout.components.seconds)", "read_timeout_s": "\(connections.readTimeout.components.seconds)",
+    ])
     // Services stop in reverse order: the server first, then the batcher its requests use.
     return Application(
         router: router,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api"),
+        server: connections.server(logger: logger),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api",
+                             availableConnectionsDelegate: connections.listenerLimit(logger: logger)),
         services: [client, registrations],
         logger: logger)
 }
