@@ -171,7 +171,7 @@ let package = Package(
         .testTarget(
             name: "FCMEmulatorTests",
             dependencies: [
-                "FCMEmulator",
+                "FCMEmulator", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,6 +1,7 @@
 import FCMEmulator
 import Foundation
 import Testing
+import TestSupport
 
 /// firebase-admin (PyPI), installed into a throwaway venv, against the emulator with only the
 /// token URI, the FCM URL and the CA pointed at it: what a backend team's own tests do.
@@ -51,8 +52,8 @@ struct FirebaseAdminSDKTests {
     )
     func sdkAgainstEmulator() async throws {
         let installation = await FirebaseAdminVenv.installation.value
-        defer { try? FileManager.default.removeItem(atPath: installation.folder) }
-        let venv = try installation.python.get()
+        defer { installation.remove() }
+        let venv = try installation.executable("python")
         let fixture = try Fixtures.primary()
         let configuration = FCMEmulator.Configuration(serviceAccounts: [fixture.serviceAccount], prefixRules: PrefixRule.standard)
         try await FCMEmulator.withRunning(configuration) { emulator in
@@ -108,102 +109,7 @@ struct FirebaseAdminSDKTests {
 
 /// A venv with firebase-admin installed from PyPI, made once for the suite in a temporary folder.
 enum FirebaseAdminVenv {
-    struct Installation: Sendable {
-        /// The venv's folder, removed by the test that uses it.
-        var folder: String
-        /// The venv's python, or why there is none.
-        var python: Result<String, InstallationFailure>
-        var pypiUnreachable: Bool {
-            if case .failure(let failure) = python { failure.pypiUnreachable } else { false }
-        }
-    }
-
-    struct InstallationFailure: Error, CustomStringConvertible {
-        var step: String
-        var output: String
-        var pypiUnreachable: Bool
-        var description: String { "\(step) failed:\n\(output)" }
-    }
-
-    static let installation = Task<Installation, Never> {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("firebase-admin-venv-\(UUID().uuidString)").path
-        do {
-            let venv = try await Subprocess.run("/usr/bin/env", ["python3", "-m", "venv", folder], timeLimit: .seconds(120))
-            guard venv.status == 0 else {
-                try? FileManager.default.removeItem(atPath: folder)
-                return Installation(folder: folder, python: .failure(InstallationFailure(
-                    step: "python3 -m venv (scripts/test installs python3-venv)", output: venv.output, pypiUnreachable: false)))
-            }
-            let pip = try await Subprocess.run(
-                folder + "/bin/pip", ["install", "--quiet", "--retries", "2", "--timeout", "30", "firebase-admin"], timeLimit: .seconds(600))
-            guard pip.status == 0 else {
-                let unreachable = pypiUnreachableMarkers.contains { pip.output.contains($0) }
-                print("pip install firebase-admin failed:\n\(pip.output)")
-                try? FileManager.default.removeItem(atPath: folder)
-                return Installation(folder: folder, python: .failure(InstallationFailure(
-                    step: "pip install firebase-admin", output: pip.output, pypiUnreachable: unreachable)))
-            }
-            return Installation(folder: folder, python: .success(folder + "/bin/python"))
-        } catch {
-            return Installation(folder: folder, python: .failure(InstallationFailure(step: "starting python3", output: "\(error)", pypiUnreachable: false)))
-        }
-    }
-
-    /// What pip prints when it cannot reach the index, as opposed to any other failure.
-    static let pypiUnreachableMarkers = [
-        "Failed to establish a new connection", "Temporary failure in name resolution", "Name or service not known",
-        "Network is unreachable", "Connection refused", "ConnectTimeoutError", "Read timed out", "ProxyError",
-        "(from versions: none)",
-    ]
-}
-
-/// A child process run to its end, stdout and stderr together in a file (never a pipe nobody reads).
-enum Subprocess {
-    struct Run: Sendable {
-        var status: Int32
-        var output: String
-    }
-
-    struct TimedOut: Error, CustomStringConvertible {
-        var command: String
-        var output: String
-        var description: String { "\(command) did not finish in time:\n\(output)" }
-    }
-
-    static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                    timeLimit: Duration) async throws -> Run {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("subprocess-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: log) }
-        let handle = try FileHandle(forWritingTo: log)
-        defer { try? handle.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = handle
-        process.standardError = handle
-        let exited = AsyncStream<Int32> { continuation in
-            process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
-        }
-        try process.run()
-        let status = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { await exited.first { _ in true } }
-            group.addTask {
-                try? await Task.sleep(for: timeLimit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        guard let status else {
-            process.terminate()
-            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), output: output)
-        }
-        return Run(status: status, output: output)
-    }
+    static let installation = Task { await PythonVenv.install(["firebase-admin"], name: "firebase-admin") }
 }
 
 /// A fresh folder under the temporary directory.
