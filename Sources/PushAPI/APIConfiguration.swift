@@ -13,6 +13,8 @@ public struct APIConfiguration: Sendable {
     public var databaseDeadline: Duration
     /// The bearer token of the service/admin endpoints; without one they answer 404.
     public var adminToken: String?
+    /// How much one user may register.
+    public var registrationLimits: RegistrationLimits
     /// How long a kept-alive connection may wait for its next request.
     public var idleTimeout: Duration
     /// How long a request's headers and body may take to arrive, from its first byte (a new
@@ -24,6 +26,7 @@ public struct APIConfiguration: Sendable {
     public init(databaseURL: String, host: String = "127.0.0.1", port: Int = 8080,
                 jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
                 databaseDeadline: Duration = .seconds(5), adminToken: String? = nil,
+                registrationLimits: RegistrationLimits = RegistrationLimits(),
                 idleTimeout: Duration = .seconds(75), readTimeout: Duration = .seconds(10), maximumConnections: Int? = nil) {
         self.databaseURL = databaseURL
         self.host = host
@@ -32,6 +35,7 @@ public struct APIConfiguration: Sendable {
         self.logLevel = logLevel
         self.databaseDeadline = databaseDeadline
         self.adminToken = adminToken
+        self.registrationLimits = registrationLimits
         self.idleTimeout = idleTimeout
         self.readTimeout = readTimeout
         self.maximumConnections = maximumConnections
@@ -40,7 +44,7 @@ public struct APIConfiguration: Sendable {
     /// Every environment variable push-api reads.
     public static let environmentVariables: Set<String> = [
         "DATABASE_URL", "API_HOST", "API_PORT", "JWT_SECRET", "JWT_PUBLIC_KEY_FILE", "JWT_ISSUER", "JWT_AUDIENCE",
-        "PUSH_ADMIN_TOKEN", "LOG_LEVEL",
+        "PUSH_ADMIN_TOKEN", "LOG_LEVEL", "MAX_ACTIVE_DEVICES_PER_USER", "REGISTRATIONS_PER_USER_PER_MINUTE",
         "API_IDLE_TIMEOUT_SECONDS", "API_READ_TIMEOUT_SECONDS", "API_MAX_CONNECTIONS",
     ]
 
@@ -66,7 +70,7 @@ public struct APIConfiguration: Sendable {
         return APIConfiguration(
             databaseURL: try settings.required("DATABASE_URL"), host: settings.value("API_HOST") ?? "127.0.0.1",
             port: try settings.integer("API_PORT", in: 0...65535) ?? 8080, jwt: jwt, logLevel: try settings.logLevel() ?? .info,
-            adminToken: adminToken,
+            adminToken: adminToken, registrationLimits: try RegistrationLimits(settings),
             idleTimeout: .seconds(try settings.integer("API_IDLE_TIMEOUT_SECONDS", in: 1...3600) ?? 75),
             readTimeout: .seconds(try settings.integer("API_READ_TIMEOUT_SECONDS", in: 1...300) ?? 10),
             maximumConnections: try settings.integer("API_MAX_CONNECTIONS", in: 1...1_000_000))

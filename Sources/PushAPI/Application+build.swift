@@ -14,7 +14,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let registrations = RegistrationBatcher(
         registry: DeviceRegistry(client: client), lanes: postgres.options.maximumConnections,
-        deadline: configuration.databaseDeadline, logger: logger,
+        deadline: configuration.databaseDeadline, limits: configuration.registrationLimits, logger: logger,
         batchSizes: { metrics.recordRegistrationBatch(size: $0) })
     let router = try buildRouter(client: client, registrations: registrations, metrics: metrics, verifier: verifier,
                                  adminToken: configuration.adminToken,

@@ -20,6 +20,8 @@ struct PushAPICommand: AsyncParsableCommand {
             least 32 bytes) and/or JWT_PUBLIC_KEY_FILE (RSA or EC P-256 PEM), JWT_ISSUER, JWT_AUDIENCE, \
             PUSH_ADMIN_TOKEN (bearer token of the service/admin endpoints, at least 16 characters; unset: \
             they answer 404), API_HOST (default 127.0.0.1), API_PORT (default 8080), LOG_LEVEL (default info), \
+            MAX_ACTIVE_DEVICES_PER_USER (active devices per user and app, default 20; beyond it the least recently \
+            registered is deactivated), REGISTRATIONS_PER_USER_PER_MINUTE (default 10, per process; beyond it 429), \
             API_IDLE_TIMEOUT_SECONDS (a kept-alive connection with no request is closed after it, default 75), \
             API_READ_TIMEOUT_SECONDS (a request must arrive whole within it of its first byte, default 10), \
             API_MAX_CONNECTIONS (default 4096, or fewer under a lower open-files limit; at it the longest-waiting \
