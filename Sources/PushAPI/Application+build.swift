@@ -21,10 +21,6 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
                                  deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
     let connections = try ConnectionLimits(configuration, databaseConnections: postgres.options.maximumConnections,
                                            openFilesLimit: OpenFilesLimit.raiseToHardLimit())
-    logger.info("connections bounded", metadata: [
-        "maximum": "\(connections.maximumConnections)", "open_files_limit": "\(connections.openFilesLimit)",
-        "idle_timeout_s": "\(connections.idleTimeout.components.seconds)", "read_timeout_s": "\(connections.readTimeout.components.seconds)",
-    ])
     // Services stop in reverse order: the server first, then the batcher its requests use.
     return Application(
         router: router,
@@ -32,6 +28,13 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api",
                              availableConnectionsDelegate: connections.listenerLimit(logger: logger)),
         services: [client, registrations],
+        // Once listening: a startup that fails (no database) stays one clear line.
+        onServerRunning: { _ in
+            logger.info("connections bounded", metadata: [
+                "maximum": "\(connections.maximumConnections)", "open_files_limit": "\(connections.openFilesLimit)",
+                "idle_timeout_s": "\(connections.idleTimeout.components.seconds)", "read_timeout_s": "\(connections.readTimeout.components.seconds)",
+            ])
+        },
         logger: logger)
 }
 
