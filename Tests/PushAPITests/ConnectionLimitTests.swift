@@ -398,19 +398,7 @@ private struct HeldConnection: Sendable {
     /// Connects `count` sockets to loopback (connect() on loopback completes in the kernel).
     static func connect(_ count: Int, port: Int) throws -> [HeldConnection] {
         try (0..<count).map { _ in
-            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard socket >= 0 else { throw TestFailure("socket: errno \(errno)") }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else {
-                Glibc.close(socket)
-                throw TestFailure("connect: errno \(errno)")
-            }
+            let socket = try LoopbackSocket.connect(port: port)
             _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
             var local = sockaddr_in()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)

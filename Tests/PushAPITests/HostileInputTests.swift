@@ -103,19 +103,10 @@ enum RawHTTP {
     struct Failure: Error { let reason: String }
 
     static func exchange(port: Int, _ request: String, halfClose: Bool = false) throws -> String {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw Failure(reason: "socket") }
+        let socket = try LoopbackSocket.connect(port: port)
         defer { close(socket) }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw Failure(reason: "connect: \(errno)") }
         let bytes = Array(request.utf8)
         guard send(socket, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else { throw Failure(reason: "send") }
         if halfClose { shutdown(socket, Int32(SHUT_WR)) }

@@ -3,7 +3,6 @@ import FCMEmulator
 import Foundation
 import Logging
 import PostgresNIO
-import ServiceLifecycle
 import Testing
 import TestSupport
 
@@ -175,27 +174,13 @@ struct JobEndingTests {
     /// logging to `log`; stopped gracefully after `body`.
     private static func withWorkers(_ count: Int, _ fixture: WorkerFixture, log: CapturedLog,
                                     _ body: @Sendable () async throws -> Void) async throws {
-        let services = (1...count).map { index in
+        let workers = (1...count).map { index in
             var configuration = fixture.configuration
             configuration.workerName = "ending-worker-\(index)"
             configuration.concurrency = 16
-            return LoggingWorker(configuration: configuration, logger: log.logger(level: .notice))
+            return WorkerService(configuration: configuration, logger: log.logger(level: .notice))
         }
-        let group = ServiceGroup(configuration: .init(services: services, logger: workerLogger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            let result: Result<Void, any Error>
-            do { result = .success(try await body()) } catch { result = .failure(error) }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
-            try result.get()
-        }
-    }
-
-    private struct LoggingWorker: Service {
-        let configuration: DispatchConfiguration
-        let logger: Logger
-        func run() async throws { try await runWorker(configuration, logger: logger, signals: []) }
+        try await fixture.withWorkers(workers, body)
     }
 }
 

@@ -50,8 +50,12 @@ struct WorkerFixture: Sendable {
     /// client closes. (Cancelling it instead closed the client under the writer, and a worker
     /// now and then never finished stopping.)
     func withWorker<T: Sendable>(_ configuration: DispatchConfiguration? = nil, _ body: @Sendable () async throws -> T) async throws -> T {
-        let worker = ServiceGroup(configuration: .init(services: [WorkerService(configuration: configuration ?? self.configuration)],
-                                                       logger: workerLogger))
+        try await withWorkers([WorkerService(configuration: configuration ?? self.configuration)], body)
+    }
+
+    /// Several workers on the queue at once, as `withWorker` runs one.
+    func withWorkers<T: Sendable>(_ workers: [WorkerService], _ body: @Sendable () async throws -> T) async throws -> T {
+        let worker = ServiceGroup(configuration: .init(services: workers, logger: workerLogger))
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await worker.run() }
             let result: Result<T, any Error>
@@ -156,8 +160,9 @@ struct WorkerFixture: Sendable {
 /// push-worker's `runWorker` as a service of a test's own group, which stops it gracefully.
 struct WorkerService: Service {
     let configuration: DispatchConfiguration
+    var logger = workerLogger
 
     func run() async throws {
-        try await runWorker(configuration, logger: workerLogger, signals: [])
+        try await runWorker(configuration, logger: logger, signals: [])
     }
 }
