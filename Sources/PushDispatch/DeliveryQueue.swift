@@ -19,6 +19,9 @@ struct DeliveryQueue: Sendable {
         let app: Int64
         let users: [Int64]?
         let platforms: [String]?
+        var priority: JobPriority = .normal
+        /// The app has `max_sends_per_second`: its expansions take from the shared budget.
+        var rateCapped = false
     }
 
     /// Which of these jobs are still running.
@@ -29,22 +32,43 @@ struct DeliveryQueue: Sendable {
         return running
     }
 
-    /// Due jobs whose audience is not fully expanded, oldest first, apart from paused apps' and
-    /// the given jobs.
-    func unexpandedJobs(excludingApps paused: [Int64], excludingJobs ended: [Int64], limit: Int) async throws -> [Audience] {
+    /// Due, unexpired jobs whose audience is not fully expanded, by priority then due time,
+    /// apart from paused apps' and the given jobs; only `priority`'s when given.
+    func unexpandedJobs(excludingApps paused: [Int64], excludingJobs ended: [Int64], priority: JobPriority? = nil,
+                        limit: Int) async throws -> [Audience] {
         let rows = try await client.query(
             """
-            SELECT id, app_id, user_ids, platforms FROM push_jobs
-             WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()
-               AND NOT (app_id = ANY(\(paused)::bigint[])) AND NOT (id = ANY(\(ended)::bigint[]))
-             ORDER BY send_at, id
+            SELECT j.id, j.app_id, j.user_ids, j.platforms, j.priority, a.max_sends_per_second IS NOT NULL
+              FROM push_jobs j JOIN apps a ON a.id = j.app_id
+             WHERE j.status IN ('queued', 'running') AND NOT j.audience_complete AND j.send_at <= now()
+               AND (j.expires_at IS NULL OR j.expires_at > now())
+               AND (\(priority?.rawValue)::text IS NULL OR j.priority = \(priority?.rawValue))
+               AND NOT (j.app_id = ANY(\(paused)::bigint[])) AND NOT (j.id = ANY(\(ended)::bigint[]))
+             ORDER BY push_priority_rank(j.priority), j.send_at, j.id
              LIMIT \(limit)
             """, logger: logger)
         var jobs: [Audience] = []
-        for try await (job, app, users, platforms) in rows.decode((Int64, Int64, [Int64]?, [String]?).self) {
-            jobs.append(Audience(job: job, app: app, users: users, platforms: platforms))
+        for try await (job, app, users, platforms, priority, capped) in rows.decode((Int64, Int64, [Int64]?, [String]?, String, Bool).self) {
+            jobs.append(Audience(job: job, app: app, users: users, platforms: platforms, priority: JobPriority(rawValue: priority) ?? .normal,
+                                 rateCapped: capped))
         }
         return jobs
+    }
+
+    /// Takes up to `wanted` first sends from a capped app's budget, shared by every worker
+    /// (sql/012); a negative `wanted` gives unused ones back. Returns how many were granted.
+    func takeSendBudget(app: Int64, wanted: Int) async throws -> Int {
+        let rows = try await client.query("SELECT push_take_send_budget(\(app), \(wanted))", logger: logger)
+        for try await granted in rows.decode(Int.self) { return granted }
+        return 0
+    }
+
+    /// Skips what expired jobs have left and completes those with nothing in flight (sql/012).
+    /// Returns the jobs it completed.
+    func expireJobs() async throws -> [Int64] {
+        var completed: [Int64] = []
+        for try await id in try await client.query("SELECT push_expire_jobs()", logger: logger).decode(Int64.self) { completed.append(id) }
+        return completed
     }
 
     /// The most devices in one chunk: a send slice, and what any worker has room to take over.
@@ -58,6 +82,7 @@ struct DeliveryQueue: Sendable {
         WITH job AS (
             SELECT audience_cursor FROM push_jobs
              WHERE id = \(audience.job) AND status IN ('queued', 'running') AND NOT audience_complete
+               AND (expires_at IS NULL OR expires_at > now())
                FOR UPDATE),
         picked AS (
             SELECT d.id, d.token, d.token_type, (row_number() OVER (ORDER BY d.id) - 1) / \(Self.chunkSize) AS part
@@ -137,6 +162,7 @@ struct DeliveryQueue: Sendable {
             SELECT d.id FROM push_deliveries d
              WHERE d.status = 'pending' AND d.next_attempt_at <= now()
                AND (SELECT j.status = 'running' AND NOT (j.app_id = ANY(\(paused)::bigint[]))
+                           AND (j.expires_at IS NULL OR j.expires_at > now())
                       FROM push_jobs j WHERE j.id = d.job_id)
              ORDER BY d.next_attempt_at, d.id
              LIMIT \(limit)
@@ -214,6 +240,9 @@ struct DeliveryQueue: Sendable {
         let account: ServiceAccount?
         /// A send to the app's project has succeeded before (`apps.fcm_proven_project_id`).
         let projectProven: Bool
+        var priority: JobPriority = .normal
+        /// Not sent after this: skipped (EXPIRED).
+        var expiresAt: Date? = nil
     }
 
     func jobs(_ ids: [Int64]) async throws -> [Job] {
@@ -221,19 +250,21 @@ struct DeliveryQueue: Sendable {
             """
             SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
                    a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id,
-                   COALESCE(a.fcm_proven_project_id = a.fcm_project_id, false)
+                   COALESCE(a.fcm_proven_project_id = a.fcm_project_id, false), j.priority, j.expires_at
               FROM push_jobs j JOIN apps a ON a.id = j.app_id
              WHERE j.id = ANY(\(ids))
             """, logger: logger)
         var jobs: [Job] = []
-        for try await (id, app, code, message, validateOnly, project, email, key, keyID, proven) in rows.decode(
-            (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool).self
+        for try await (id, app, code, message, validateOnly, project, email, key, keyID, proven, priority, expiresAt) in rows.decode(
+            (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool, String, Date?).self
         ) {
             let account = project.flatMap { project in
                 email.flatMap { email in key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) } }
             }
-            jobs.append(Job(id: id, appID: app, appCode: code, message: PreparedMessage(messageJSON: message, validateOnly: validateOnly),
-                            account: account, projectProven: proven))
+            jobs.append(Job(id: id, appID: app, appCode: code,
+                            message: PreparedMessage(messageJSON: message, validateOnly: validateOnly, expiresAt: expiresAt),
+                            account: account, projectProven: proven, priority: JobPriority(rawValue: priority) ?? .normal,
+                            expiresAt: expiresAt))
         }
         return jobs
     }

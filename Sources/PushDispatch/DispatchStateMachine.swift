@@ -31,6 +31,11 @@ struct DispatchStateMachine {
     struct ClaimRequest: Sendable {
         /// New deliveries wanted; 0 when the claim only checks on jobs.
         let limit: Int
+        /// Only this priority's audiences: a claim made beyond the usual holding, so that a
+        /// high-priority job does not wait for room among the campaign deliveries held.
+        var priority: JobPriority? = nil
+        /// Read the due audiences again (a NOTIFY or the poll interval came since the last claim).
+        var refreshAudiences = false
         let pausedApps: [Int64]
         let failedJobs: [Int64]
         /// Jobs read within `jobFreshness`: the others' details are read with the claim.
@@ -71,12 +76,15 @@ struct DispatchStateMachine {
     let concurrency: Int
     /// Deliveries sent and not yet answered.
     private(set) var running = 0
-    /// Claimed (leased to this worker) and not sent yet, oldest first, from `readyStart`: each
-    /// answer's slot is refilled from here at once, while the next claim runs.
-    private var ready: [DeliveryQueue.Claimed] = []
-    private var readyStart = 0
-    var waiting: ArraySlice<DeliveryQueue.Claimed> { ready[readyStart...] }
+    /// Claimed (leased to this worker) and not sent yet, by priority: each answer's slot is
+    /// refilled from here at once, while the next claim runs.
+    private var ready = ReadyLanes()
+    var waiting: [DeliveryQueue.Claimed] { ready.all }
     private var claimInFlight = false
+    /// A hint came since the last claim: a high-priority job may be waiting for one.
+    private var hintedSinceClaim = true
+    /// A hint came since the last claim that read the due audiences.
+    private var audiencesStale = true
     private var nextRecheck: ContinuousClock.Instant?
     /// Whether a claim may find something: after one that found less than it asked for, the next
     /// waits for a hint (NOTIFY, the poll interval) instead of following every answer.
@@ -127,48 +135,69 @@ struct DispatchStateMachine {
             stale = refill(probe: admission == .probe, now: now, date: date, into: &actions)
         }
         guard !claimInFlight, admission != .closed else { return (actions, false) }
-        let held = running + waiting.count
+        let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
         // ~0.4 ms besides its rows) and start while half a capacity's worth is still ready, so
         // that the slots keep being refilled while the claim runs.
         let wanted: Int
         if admission == .probe {
-            wanted = mayFindMore && waiting.isEmpty && running == 0 ? 1 : 0
+            wanted = mayFindMore && ready.isEmpty && running == 0 ? 1 : 0
         } else {
             wanted = mayFindMore && held <= concurrency + concurrency / 2 ? 2 * concurrency - held : 0
         }
+        // Holding enough already, after a hint: only high-priority audiences, a little past
+        // the usual holding, so that they go out with the next free slots.
+        let urgent = wanted == 0 && admission == .unrestricted && hintedSinceClaim
         // A job check at most every tenth of the freshness, whatever keeps the ready ones waiting.
         let recheck = stale && running < concurrency && nextRecheck.map { now >= $0 } ?? true
-        guard wanted > 0 || recheck else { return (actions, false) }
+        guard wanted > 0 || urgent || recheck else { return (actions, false) }
         claimInFlight = true
         nextRecheck = now + Self.runningFreshness / 10
-        actions.append(.claim(ClaimRequest(
+        var request = ClaimRequest(
             limit: wanted, pausedApps: pausedApps(now: now), failedJobs: Array(failedJobs),
             freshJobs: Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys),
-            recheckJobs: Array(Set(waiting.map(\.jobID))).sorted(), cursor: cursor,
-            backoff: Self.databaseBackoff(failures: databaseFailures + 1))))
+            recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor,
+            backoff: Self.databaseBackoff(failures: databaseFailures + 1))
+        if wanted > 0 {
+            request.refreshAudiences = audiencesStale
+            audiencesStale = false
+            hintedSinceClaim = false
+        } else if urgent {
+            request = ClaimRequest(limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: request.pausedApps,
+                                   failedJobs: request.failedJobs, freshJobs: request.freshJobs, recheckJobs: request.recheckJobs,
+                                   cursor: cursor, backoff: request.backoff)
+            hintedSinceClaim = false
+        }
+        actions.append(.claim(request))
         return (actions, false)
     }
 
-    /// Fills free slots from the ready deliveries, in claim order, while their job was seen
-    /// running lately; settles those that need no send. True when it stopped at one whose job
-    /// is to be confirmed first.
+    /// How many high-priority deliveries a claim beyond the usual holding may take.
+    static func urgentClaim(concurrency: Int) -> Int {
+        max(DeliveryQueue.chunkSize, concurrency / 4)
+    }
+
+    /// Fills free slots from the ready deliveries, by priority and then claim order, while their
+    /// job was seen running lately; settles those that need no send (among them those past
+    /// their job's expiry). True when it stopped at one whose job is to be confirmed first.
     private mutating func refill(probe: Bool, now: ContinuousClock.Instant, date: Date, into actions: inout [Action]) -> Bool {
         var free = probe ? (running == 0 ? 1 : 0) : concurrency - running
         var batch: [Claim] = []
         var settled = Outbox.Batch()
         var forgotten: [DeliveryQueue.Lease] = []
         var stale = false
-        while free > 0, readyStart < ready.endIndex {
-            let delivery = ready[readyStart]
+        while free > 0, let (delivery, lane) = ready.next() {
             guard let seen = confirmedRunning[delivery.jobID], now - seen <= Self.runningFreshness, let job = jobs[delivery.jobID]?.job else {
                 stale = true
                 break
             }
-            readyStart += 1
+            ready.removeNext(from: lane)
             if !delivery.jobRunning {
                 // Recorded as a retry without an attempt: the write turns it into the job's ending.
                 settle(delivery, job: job, status: "pending", code: "JOB_ENDED", message: "", into: &settled, actions: &actions, now: date)
+            } else if let expiry = job.expiresAt, date >= expiry {
+                settle(delivery, job: job, status: "skipped", code: "EXPIRED",
+                       message: "expired at \(expiry.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))) before it was sent", into: &settled, actions: &actions, now: date)
             } else if !delivery.deviceActive {
                 settle(delivery, job: job, status: "skipped", code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn",
                        into: &settled, actions: &actions, now: date)
@@ -183,11 +212,6 @@ struct DispatchStateMachine {
             }
             forgotten.append(delivery.lease)
         }
-        // Sent ones are dropped from the front now and then, not one by one.
-        if readyStart > 256 && readyStart * 2 > ready.count {
-            ready.removeFirst(readyStart)
-            readyStart = 0
-        }
         running += batch.count
         if probe && !batch.isEmpty { reachability.probeSent() }
         if !batch.isEmpty { actions.append(.send(batch, probe: probe)) }
@@ -199,6 +223,8 @@ struct DispatchStateMachine {
     /// A NOTIFY, the poll interval or a shutdown: a claim may find something again.
     mutating func hinted() {
         mayFindMore = true
+        hintedSinceClaim = true
+        audiencesStale = true
     }
 
     /// Apps whose deliveries are not claimed now (FCM's quota, an unavailable token endpoint).
@@ -213,7 +239,8 @@ struct DispatchStateMachine {
         claimInFlight = false
         databaseFailures = 0
         cursor = result.cursor
-        if request.limit > 0 { mayFindMore = result.claimed.count >= request.limit }
+        // A claim of high priority only says nothing about the rest.
+        if request.limit > 0 && request.priority == nil { mayFindMore = result.claimed.count >= request.limit }
         for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
         for (id, entry) in jobs where now - entry.loaded > Self.jobMemory {
@@ -227,17 +254,15 @@ struct DispatchStateMachine {
         }
         let ended = Set(request.recheckJobs).subtracting(result.runningJobs)
         if !ended.isEmpty {
-            for index in ready.indices[readyStart...] where ended.contains(ready[index].jobID) && ready[index].jobRunning {
-                ready[index] = ready[index].ended
-            }
+            ready.markEnded(jobs: ended)
             for job in ended { confirmedRunning[job] = now }
         }
         for delivery in result.claimed {
             if case .chunk(let chunk) = delivery.lease { chunkDevicesLeft[chunk, default: 0] += 1 }
             // The claim's SQL read the job's status with the delivery.
             if jobs[delivery.jobID] != nil { confirmedRunning[delivery.jobID] = now }
+            ready.append(delivery, priority: jobs[delivery.jobID]?.job.priority ?? .normal)
         }
-        ready += result.claimed
         return result.claimed.isEmpty ? [] : [.keepLeased(result.claimed.map(\.lease))]
     }
 
@@ -264,7 +289,11 @@ struct DispatchStateMachine {
         running -= attempts.count
         var write = Outbox.Batch()
         var actions: [Action] = []
-        for attempt in attempts { decide(attempt, now: now, date: date, write: &write, actions: &actions) }
+        for attempt in attempts {
+            decide(attempt, now: now, date: date, write: &write, actions: &actions)
+            // Someone waits for a high-priority result: written without the usual gathering.
+            if attempt.job.priority == .high { write.urgent = true }
+        }
         if !write.isEmpty { actions.append(.write(write)) }
         return Self.countedTogether(actions)
     }

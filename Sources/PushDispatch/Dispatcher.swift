@@ -40,6 +40,7 @@ public struct Dispatcher: Service {
                 companions.addTask { await listenForJobs() }
                 companions.addTask { await heartbeat() }
                 companions.addTask { await measureQueue() }
+                companions.addTask { await expireJobs() }
                 await withTaskGroup(of: Bool.self) { pipeline in
                     pipeline.addTask { await writeResults() }
                     let unsent = await dispatchLoop()
@@ -177,7 +178,8 @@ public struct Dispatcher: Service {
         do {
             if !request.recheckJobs.isEmpty { running = try await queue.running(request.recheckJobs) }
             let limit = request.limit
-            if limit > 0 && now >= cursor.nextDueClaim {
+            // A high-priority claim only expands audiences: due retries wait for the usual claim.
+            if limit > 0 && request.priority == nil && now >= cursor.nextDueClaim {
                 claimed += try await queue.claim(limit: limit, excludingApps: request.pausedApps)
                 if claimed.count < limit {
                     let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: request.pausedApps)
@@ -223,28 +225,63 @@ public struct Dispatcher: Service {
     }
 
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
-    /// leased to this worker. The list of such jobs is read again when it runs out, and at least
-    /// every poll interval (a scheduled job falls due without a NOTIFY).
+    /// leased to this worker, shared among the audiences by ``AudienceShares``. The list of such
+    /// jobs is read again when it runs out, after a hint and at least every poll interval (a
+    /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own.
     private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
                                  cursor: inout DispatchStateMachine.ClaimCursor) async throws {
         let now = ContinuousClock.now
-        let paused = Set(request.pausedApps), failed = Set(request.failedJobs)
-        if cursor.audiences.isEmpty || now - cursor.audiencesRead >= configuration.pollInterval {
-            cursor.audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs, limit: 16)
+        if let priority = request.priority {
+            var audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
+                                                           priority: priority, limit: Self.audiencesRead)
+            try await expand(&audiences, upTo: limit, into: &claimed)
+            return
+        }
+        if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
+            cursor.audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
+                                                              limit: Self.audiencesRead)
             cursor.audiencesRead = now
         }
-        while claimed.count < limit, let audience = cursor.audiences.first {
-            guard !paused.contains(audience.app), !failed.contains(audience.job) else {
-                cursor.audiences.removeFirst()
-                continue
+        let paused = Set(request.pausedApps), failed = Set(request.failedJobs)
+        cursor.audiences.removeAll { paused.contains($0.app) || failed.contains($0.job) }
+        try await expand(&cursor.audiences, upTo: limit, into: &claimed)
+    }
+
+    /// Due audiences read at a time: enough to see several apps' jobs of each priority.
+    static let audiencesRead = 64
+
+    /// Expands `audiences` as ``AudienceShares`` plans, again with what is left until `limit` is
+    /// reached or nothing more comes; drops those that are complete. A rate-capped app's share is
+    /// what its budget grants; an app with none left is passed over for this claim.
+    private func expand(_ audiences: inout [DeliveryQueue.Audience], upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed]) async throws {
+        var spent: Set<Int64> = []
+        while claimed.count < limit {
+            let plan = AudienceShares.plan(audiences.filter { !spent.contains($0.app) }, room: limit - claimed.count)
+            guard !plan.isEmpty else { return }
+            var progressed = false
+            for (audience, share) in plan {
+                var granted = share
+                if audience.rateCapped {
+                    granted = try await queue.takeSendBudget(app: audience.app, wanted: share)
+                    guard granted > 0 else {
+                        spent.insert(audience.app)
+                        continue
+                    }
+                }
+                let expanded = try await queue.expandAndClaim(audience, limit: granted)
+                claimed += expanded.claimed
+                if audience.rateCapped && expanded.claimed.count < granted {
+                    _ = try await queue.takeSendBudget(app: audience.app, wanted: expanded.claimed.count - granted)
+                }
+                if !expanded.claimed.isEmpty { progressed = true }
+                if expanded.complete {
+                    progressed = true
+                    audiences.removeAll { $0.job == audience.job }
+                    // An empty audience completes here; others when their last result is written.
+                    outbox.add { _ = $0.touchedJobs.insert(audience.job) }
+                }
             }
-            let expanded = try await queue.expandAndClaim(audience, limit: limit - claimed.count)
-            claimed += expanded.claimed
-            if expanded.complete {
-                cursor.audiences.removeFirst()
-                // An empty audience completes here; others when their last result is written.
-                outbox.add { _ = $0.touchedJobs.insert(audience.job) }
-            }
+            if !progressed { return }
         }
     }
 
@@ -382,6 +419,21 @@ public struct Dispatcher: Service {
             } catch {
                 logger.warning("lease heartbeat failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
             }
+        }
+    }
+
+    /// Every second: what expired jobs have left is skipped, and those with nothing in flight
+    /// complete (sql/012). Every worker does it; the jobs' row locks keep them from colliding.
+    private func expireJobs() async {
+        while !Task.isCancelled {
+            do {
+                for job in try await queue.expireJobs() {
+                    logger.notice("job expired", metadata: ["push.job_id": "\(job)"])
+                }
+            } catch {
+                logger.debug("expiring jobs failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+            }
+            try? await Task.sleep(for: .seconds(1))
         }
     }
 

@@ -69,26 +69,94 @@ public struct FCMClient: Sendable {
     }
 }
 
-/// A job's message serialized once; each send only splices in its target.
+/// A job's message serialized once; each send only splices in its target, and for a job with an
+/// expiry, the lifetime left at that moment.
 struct PreparedMessage: Sendable {
-    /// `{"message":{...fields` without the closing braces, and whether fields precede the target.
-    private let head: String
+    /// `{"message":{...fields` without the closing braces, cut where the lifetime left goes.
+    private let head: [String]
     private let hasFields: Bool
     private let tail: String
+    private let expiresAt: Date?
+
+    /// FCM refuses an `android.ttl` over four weeks; web push services cap `TTL` there too.
+    static let longestTTL = 28 * 24 * 3600
 
     /// `messageJSON` is the job's message object as stored (validated by push_check_message).
-    init(messageJSON: String, validateOnly: Bool) {
+    /// With `expiresAt`, the message tells every platform when it stops mattering (unless it
+    /// says so itself): `android.ttl` and webpush's `TTL` header get the seconds left at each
+    /// send, `apns.headers.apns-expiration` the expiry itself, so that a phone that was offline
+    /// does not show it late.
+    init(messageJSON: String, validateOnly: Bool, expiresAt: Date? = nil) {
         var object = messageJSON.trimmingCharacters(in: .whitespacesAndNewlines)
+        var parts: [String]? = nil
+        if let expiresAt, let withLifetime = Self.withLifetime(object, expiresAt: expiresAt) {
+            object = withLifetime.json
+            parts = withLifetime.json.components(separatedBy: withLifetime.marker)
+        }
         if object.hasSuffix("}") { object.removeLast() }
         let inner = object.hasPrefix("{") ? String(object.dropFirst()) : object
         hasFields = !inner.trimmingCharacters(in: .whitespaces).isEmpty
-        head = #"{"message":{"# + inner
+        if let parts, parts.count > 1 {
+            var cut = parts
+            cut[0] = #"{"message":{"# + String(cut[0].dropFirst())
+            cut[cut.count - 1] = String(cut[cut.count - 1].dropLast())
+            head = cut
+            self.expiresAt = expiresAt
+        } else {
+            head = [#"{"message":{"# + inner]
+            self.expiresAt = nil
+        }
         tail = validateOnly ? #"},"validate_only":true}"# : "}}"
     }
 
-    func body(target: String, type: TokenType) -> ByteBuffer {
-        var buffer = ByteBufferAllocator().buffer(capacity: head.utf8.count + target.utf8.count + tail.utf8.count + 16)
-        buffer.writeString(head)
+    /// The message with the expiry's fields added where it has none of its own; the seconds left
+    /// are written as `marker`, replaced at each send. Nil when there is nothing to add.
+    private static func withLifetime(_ json: String, expiresAt: Date) -> (json: String, marker: String)? {
+        guard var message = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] else { return nil }
+        let marker = "@@ttl-\(UUID().uuidString)@@"
+        var added = false
+        var android = message["android"] as? [String: Any] ?? [:]
+        if android["ttl"] == nil {
+            android["ttl"] = "\(marker)s"
+            message["android"] = android
+            added = true
+        }
+        var apns = message["apns"] as? [String: Any] ?? [:]
+        var apnsHeaders = apns["headers"] as? [String: Any] ?? [:]
+        if !apnsHeaders.keys.contains(where: { $0.lowercased() == "apns-expiration" }) {
+            apnsHeaders["apns-expiration"] = "\(Int(expiresAt.timeIntervalSince1970.rounded(.down)))"
+            apns["headers"] = apnsHeaders
+            message["apns"] = apns
+            added = true
+        }
+        var webpush = message["webpush"] as? [String: Any] ?? [:]
+        var webpushHeaders = webpush["headers"] as? [String: Any] ?? [:]
+        if !webpushHeaders.keys.contains(where: { $0.lowercased() == "ttl" }) {
+            webpushHeaders["TTL"] = marker
+            webpush["headers"] = webpushHeaders
+            message["webpush"] = webpush
+            added = true
+        }
+        guard added, let data = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]) else { return nil }
+        return (String(decoding: data, as: UTF8.self), marker)
+    }
+
+    /// Whole seconds left until the expiry, at least 0.
+    static func secondsLeft(until expiresAt: Date, now: Date) -> Int {
+        min(max(Int(expiresAt.timeIntervalSince(now).rounded(.down)), 0), longestTTL)
+    }
+
+    func body(target: String, type: TokenType, now: Date = Date()) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: head.reduce(0) { $0 + $1.utf8.count } + target.utf8.count + tail.utf8.count + 32)
+        if let expiresAt {
+            let left = "\(Self.secondsLeft(until: expiresAt, now: now))"
+            for (index, part) in head.enumerated() {
+                if index > 0 { buffer.writeString(left) }
+                buffer.writeString(part)
+            }
+        } else {
+            buffer.writeString(head[0])
+        }
         if hasFields { buffer.writeStaticString(",") }
         buffer.writeStaticString(type == .fid ? #""fid":"# : #""token":"#)
         // Registered tokens hold no whitespace or control characters; quotes and backslashes

@@ -14,6 +14,9 @@ final class Outbox: Sendable {
         var finishedChunks: [Int64] = []
         /// Apps whose project a send just proved (the first success per project in this worker).
         var provenProjects: [(appID: Int64, projectID: String)] = []
+        /// Written at once rather than gathered for the writer's interval: results someone
+        /// waits for (a high-priority job's).
+        var urgent = false
 
         var isEmpty: Bool {
             results.isEmpty && deactivations.isEmpty && jobFailures.isEmpty && touchedJobs.isEmpty && finishedChunks.isEmpty
@@ -27,20 +30,21 @@ final class Outbox: Sendable {
             touchedJobs.formUnion(other.touchedJobs)
             finishedChunks += other.finishedChunks
             provenProjects += other.provenProjects
+            urgent = urgent || other.urgent
         }
     }
 
     private let state = Mutex<(batch: Batch, closed: Bool)>((Batch(), false))
-    /// Wakes the writer early when a batch is full, or when the outbox closes.
+    /// Wakes the writer early when a batch is full or urgent, or when the outbox closes.
     let full = WakeSignal()
     static let batchSize = 512
 
     func add(_ change: (inout Batch) -> Void) {
-        let count = state.withLock { state in
+        let (count, urgent) = state.withLock { state in
             change(&state.batch)
-            return state.batch.results.count
+            return (state.batch.results.count, state.batch.urgent)
         }
-        if count >= Self.batchSize { full.signal() }
+        if count >= Self.batchSize || urgent { full.signal() }
     }
 
     func take() -> (batch: Batch, closed: Bool) {

@@ -255,4 +255,54 @@ struct DispatchStateMachineTests {
         // Read over five seconds ago: its credentials are read again; the backoff doubles.
         #expect(again.freshJobs.isEmpty && again.backoff == .seconds(1))
     }
+
+    @Test func aHighPriorityJobIsClaimedPastAFullHoldingAndGoesOutWithTheNextFreeSlot() throws {
+        var machine = machine(concurrency: 4)
+        let bulk = DeliveryQueue.Job(id: 1, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+                                     account: Self.account, projectProven: true, priority: .bulk)
+        let high = DeliveryQueue.Job(id: 2, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+                                     account: Self.account, projectProven: true, priority: .high)
+        let campaign = (1...8).map { Self.delivery($0) }
+        #expect(Self.sent(try claim(&machine, campaign, jobs: [bulk])) == [1, 2, 3, 4])
+        // Twice the capacity held: no claim, until a NOTIFY says a job came.
+        #expect(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions) == nil)
+        machine.hinted()
+        let urgent = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
+        #expect(urgent.priority == .high && urgent.limit == DeliveryQueue.chunkSize)
+        let single = Self.delivery(100, job: 2)
+        var actions = machine.claimed(.init(claimed: [single], loadedJobs: [high], runningJobs: [], cursor: urgent.cursor), for: urgent, now: at(0))
+        // Found less than it asked for, yet the campaign's claims are not held back by that.
+        #expect(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions) == nil)
+        // The next answer's slot goes to the single, ahead of the four campaign deliveries ready.
+        actions = machine.answered(answer(campaign[0], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0))
+        #expect(Self.written(actions).urgent == false)
+        actions = machine.poll(now: at(0), stopping: false).actions
+        #expect(Self.sent(actions) == [100])
+        // Its result is written at once, not gathered with the campaign's.
+        let answered = DispatchStateMachine.Attempt(claimed: single, job: high, result: .success(.answered(.sent(messageID: "m"), elapsed: nil)),
+                                                   probe: false)
+        #expect(Self.written(machine.answered(answered, now: at(0))).urgent)
+    }
+
+    @Test func readyDeliveriesPastTheirJobsExpiryAreSkippedNotSent() throws {
+        var machine = machine(concurrency: 8)
+        let expired = DeliveryQueue.Job(id: 1, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+                                        account: Self.account, projectProven: true, expiresAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let request = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
+        _ = machine.claimed(.init(claimed: [Self.delivery(1), Self.delivery(2, chunk: 5)], loadedJobs: [expired], runningJobs: [],
+                                  cursor: request.cursor), for: request, now: at(0))
+        let before = machine.poll(now: at(0), stopping: false, date: Date(timeIntervalSince1970: 1_799_999_999)).actions
+        #expect(Self.sent(before) == [1, 2])
+        // The same deliveries, ready when the expiry has come:
+        machine = self.machine(concurrency: 8)
+        let second = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
+        _ = machine.claimed(.init(claimed: [Self.delivery(1), Self.delivery(2, chunk: 5)], loadedJobs: [expired], runningJobs: [],
+                                  cursor: second.cursor), for: second, now: at(0))
+        let after = machine.poll(now: at(0), stopping: false, date: Date(timeIntervalSince1970: 1_800_000_000)).actions
+        #expect(Self.sent(after).isEmpty)
+        let written = Self.written(after)
+        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == ["1 skipped EXPIRED false", "2 skipped EXPIRED false"])
+        #expect(written.results.first?.errorMessage == "expired at 2027-01-15T08:00:00.000Z before it was sent")
+        #expect(written.finishedChunks == [5])
+    }
 }

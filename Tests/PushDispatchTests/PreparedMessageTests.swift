@@ -30,3 +30,49 @@ struct PreparedMessageTests {
         #expect(message["token"] as? String == target)
     }
 }
+
+@Suite("A job's expiry passed on to FCM")
+struct PreparedMessageExpiryTests {
+    static let expiry = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func message(_ json: String, secondsBefore: Double) throws -> [String: Any] {
+        let buffer = PreparedMessage(messageJSON: json, validateOnly: false, expiresAt: expiry)
+            .body(target: "tok-1", type: .fcm, now: expiry.addingTimeInterval(-secondsBefore))
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(String(buffer: buffer).utf8)) as? [String: Any])
+        return try #require(body["message"] as? [String: Any])
+    }
+
+    @Test func eachPlatformIsToldTheLifetimeLeftAtTheSend() throws {
+        let json = #"{"notification":{"title":"Sale"},"android":{"priority":"high"}}"#
+        let early = try Self.message(json, secondsBefore: 3600.7)
+        let android = try #require(early["android"] as? [String: Any])
+        #expect(android["ttl"] as? String == "3600s" && android["priority"] as? String == "high")
+        #expect((early["apns"] as? [String: Any])?["headers"] as? [String: String] == ["apns-expiration": "1800000000"])
+        #expect((early["webpush"] as? [String: Any])?["headers"] as? [String: String] == ["TTL": "3600"])
+        #expect(early["token"] as? String == "tok-1")
+        #expect((early["notification"] as? [String: String]) == ["title": "Sale"])
+        // The same prepared message, later: less left.
+        let late = try Self.message(json, secondsBefore: 12)
+        #expect((late["android"] as? [String: Any])?["ttl"] as? String == "12s")
+        #expect((late["webpush"] as? [String: Any])?["headers"] as? [String: String] == ["TTL": "12"])
+        // Never more than FCM takes.
+        let far = try Self.message(json, secondsBefore: 90 * 86400)
+        #expect((far["android"] as? [String: Any])?["ttl"] as? String == "2419200s")
+    }
+
+    @Test func whatTheMessageSetsItselfIsKept() throws {
+        let json = #"{"android":{"ttl":"60s"},"apns":{"headers":{"APNS-Expiration":"0"}},"webpush":{"headers":{"ttl":"30","Urgency":"high"}}}"#
+        let message = try Self.message(json, secondsBefore: 3600)
+        #expect((message["android"] as? [String: Any])?["ttl"] as? String == "60s")
+        #expect((message["apns"] as? [String: Any])?["headers"] as? [String: String] == ["APNS-Expiration": "0"])
+        #expect((message["webpush"] as? [String: Any])?["headers"] as? [String: String] == ["ttl": "30", "Urgency": "high"])
+        // Nothing to add: the stored message goes out as it is.
+        let plain = PreparedMessage(messageJSON: json, validateOnly: false, expiresAt: Self.expiry).body(target: "t", type: .fcm)
+        #expect(String(buffer: plain).hasPrefix(#"{"message":{"android":{"ttl":"60s"}"#))
+    }
+
+    @Test func withoutAnExpiryNothingIsAdded() throws {
+        let buffer = PreparedMessage(messageJSON: #"{"data":{"k":"v"}}"#, validateOnly: false).body(target: "t", type: .fcm)
+        #expect(String(buffer: buffer) == #"{"message":{"data":{"k":"v"},"token":"t"}}"#)
+    }
+}

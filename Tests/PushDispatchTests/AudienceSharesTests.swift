@@ -1,0 +1,36 @@
+import DeviceRegistry
+import Testing
+
+@testable import PushDispatch
+
+@Suite("A claim's room shared among due audiences")
+struct AudienceSharesTests {
+    static func audience(_ job: Int64, app: Int64, _ priority: JobPriority) -> DeliveryQueue.Audience {
+        .init(job: job, app: app, users: nil, platforms: nil, priority: priority)
+    }
+
+    static func shares(_ plan: [(audience: DeliveryQueue.Audience, limit: Int)]) -> [Int64: Int] {
+        Dictionary(plan.map { ($0.audience.job, $0.limit) }, uniquingKeysWith: +)
+    }
+
+    @Test func highPriorityJobsComeFirstAndBulkStillGetsItsShare() {
+        let plan = AudienceShares.plan([Self.audience(1, app: 1, .high), Self.audience(2, app: 1, .bulk)], room: 2048)
+        #expect(plan.map(\.audience.job) == [1, 2])
+        // 16 : 1 of the room while both wait: what the high job does not use is planned again.
+        #expect(Self.shares(plan) == [1: 1927, 2: 120])
+    }
+
+    @Test func twoAppsCampaignsShareTheRoomOneJobPerAppAtATime() {
+        let plan = AudienceShares.plan(
+            [Self.audience(1, app: 1, .bulk), Self.audience(2, app: 1, .bulk), Self.audience(3, app: 2, .bulk)], room: 2048)
+        // App 1's second campaign waits for its first; app 2's runs beside it.
+        #expect(Self.shares(plan) == [1: 1024, 3: 1024])
+    }
+
+    @Test func everyShareIsAtLeastAChunk() {
+        let plan = AudienceShares.plan((1...40).map { Self.audience(Int64($0), app: Int64($0), .high) }, room: 640)
+        #expect(plan.count == 10 && plan.allSatisfy { $0.limit == DeliveryQueue.chunkSize })
+        #expect(AudienceShares.plan([Self.audience(1, app: 1, .bulk)], room: 0).isEmpty)
+        #expect(Self.shares(AudienceShares.plan([Self.audience(1, app: 1, .bulk)], room: 10)) == [1: 10])
+    }
+}
