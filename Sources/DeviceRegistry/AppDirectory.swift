@@ -11,6 +11,8 @@ public struct App: Sendable, Equatable {
     public let fcmClientEmail: String?
     public let hasCredentials: Bool
     public let createdAt: Date
+    /// First sends per second across all workers; nil: unlimited.
+    public let maxSendsPerSecond: Int?
 }
 
 public enum AppDirectoryError: Error, CustomStringConvertible, Equatable {
@@ -18,6 +20,7 @@ public enum AppDirectoryError: Error, CustomStringConvertible, Equatable {
     case invalidName
     case duplicateCode(String)
     case unknownCode(String)
+    case invalidRate(Int)
 
     public var description: String {
         switch self {
@@ -26,6 +29,7 @@ public enum AppDirectoryError: Error, CustomStringConvertible, Equatable {
         case .invalidName: "app name must be 1 to 200 characters"
         case .duplicateCode(let code): "an app with code '\(code)' already exists"
         case .unknownCode(let code): "no app with code '\(code)'"
+        case .invalidRate(let rate): "the send rate must be 1 to \(Int32.max) sends per second, not \(rate)"
         }
     }
 }
@@ -80,6 +84,21 @@ public struct AppDirectory: Sendable {
         return app
     }
 
+    /// Caps the app's first sends per second, shared by every worker (`apps.max_sends_per_second`);
+    /// nil lifts the cap. Workers see the change at their next send.
+    public func setRate(code: String, perSecond: Int?) async throws -> App {
+        // The column is an integer.
+        if let perSecond, !(1...Int(Int32.max)).contains(perSecond) { throw AppDirectoryError.invalidRate(perSecond) }
+        let rows = try await client.query(
+            """
+            UPDATE apps SET max_sends_per_second = \(perSecond), updated_at = now()
+             WHERE code = \(code)
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)
+        guard let app = try await Self.first(rows) else { throw AppDirectoryError.unknownCode(code) }
+        return app
+    }
+
     public func list() async throws -> [App] {
         let rows = try await client.query("SELECT \(unescaped: Self.columns) FROM apps ORDER BY code", logger: logger)
         var apps: [App] = []
@@ -97,13 +116,13 @@ public struct AppDirectory: Sendable {
         return false
     }
 
-    private typealias Row = (Int64, String, String, String?, String?, Bool, Date)
+    private typealias Row = (Int64, String, String, String?, String?, Bool, Date, Int?)
     private static let columns =
-        "id, code, name, fcm_project_id, fcm_client_email, fcm_private_key IS NOT NULL, created_at"
+        "id, code, name, fcm_project_id, fcm_client_email, fcm_private_key IS NOT NULL, created_at, max_sends_per_second"
 
     private static func app(_ row: Row) -> App {
         App(id: row.0, code: row.1, name: row.2, fcmProjectID: row.3, fcmClientEmail: row.4,
-            hasCredentials: row.5, createdAt: row.6)
+            hasCredentials: row.5, createdAt: row.6, maxSendsPerSecond: row.7)
     }
 
     private static func first(_ rows: PostgresRowSequence) async throws -> App? {

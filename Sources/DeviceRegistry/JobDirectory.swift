@@ -20,8 +20,16 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public let dryRun: Bool
     /// The job's own error (why it failed as a whole), else the first failed delivery's.
     public let firstError: String?
+    /// Our scheduling priority (`high`, `normal`, `bulk`), not FCM's android.priority or apns-priority.
+    public let priority: String
+    /// Deliveries not sent by then are skipped (EXPIRED); nil: the job never expires.
+    public let expiresAt: Date?
+    /// Skipped deliveries that expired (error_code EXPIRED), counted in `skipped` too.
+    public let expired: Int
 
     public static let statuses = ["queued", "running", "completed", "failed", "cancelled"]
+    /// What `priority` may be, highest first (the enqueue functions check it).
+    public static let priorities = ["high", "normal", "bulk"]
     public static let finishedStatuses = ["completed", "failed", "cancelled"]
 }
 
@@ -46,32 +54,59 @@ public struct JobDirectory: Sendable {
 
     /// Queues a notification to users, or a campaign to the whole app when `userIDs` is nil,
     /// through the same SQL functions backend teams call. Returns the job id (the existing one
-    /// when the idempotency key was used before).
+    /// when the idempotency key was used before). `priority` nil is the function's default (high
+    /// for users, bulk for a campaign); `expiresAt` or `ttl` (from `sendAt`), not both, makes what
+    /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``.
     public func enqueue(appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
-                        idempotencyKey: String?, sendAt: Date?, dryRun: Bool) async throws -> Int64 {
-        let rows: PostgresRowSequence
+                        idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
+                        priority: String? = nil, expiresAt: Date? = nil, ttl: Duration? = nil) async throws -> Int64 {
+        var sql = PostgresQuery.StringInterpolation(literalCapacity: 400, interpolationCount: 10)
+        if let userIDs {
+            sql.appendLiteral("SELECT push_enqueue(app_code => ")
+            sql.appendInterpolation(appCode)
+            sql.appendLiteral(", user_ids => ")
+            sql.appendInterpolation(userIDs)
+        } else {
+            sql.appendLiteral("SELECT push_enqueue_campaign(app_code => ")
+            sql.appendInterpolation(appCode)
+            sql.appendLiteral(", platforms => ")
+            sql.appendInterpolation(platforms)
+        }
+        sql.appendLiteral(", message => ")
+        sql.appendInterpolation(message)
+        sql.appendLiteral("::jsonb, idempotency_key => ")
+        sql.appendInterpolation(idempotencyKey)
+        sql.appendLiteral(", send_at => ")
+        sql.appendInterpolation(sendAt)
+        sql.appendLiteral(", dry_run => ")
+        sql.appendInterpolation(dryRun)
+        sql.appendLiteral(", expires_at => ")
+        sql.appendInterpolation(expiresAt)
+        sql.appendLiteral(", ttl => ")
+        sql.appendInterpolation(ttl.map(Self.seconds))
+        sql.appendLiteral("::float8 * interval '1 second'")
+        // Named only when given: the functions' defaults stay the one place that says them.
+        if let priority {
+            sql.appendLiteral(", priority => ")
+            sql.appendInterpolation(priority)
+        }
+        sql.appendLiteral(")")
         do {
-            if let userIDs {
-                rows = try await client.query(
-                """
-                    SELECT push_enqueue(app_code => \(appCode), user_ids => \(userIDs), message => \(message)::jsonb,
-                                        idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
-                    """, logger: logger)
-            } else {
-                rows = try await client.query(
-                    """
-                    SELECT push_enqueue_campaign(app_code => \(appCode), message => \(message)::jsonb, platforms => \(platforms),
-                                                 idempotency_key => \(idempotencyKey), send_at => \(sendAt), dry_run => \(dryRun))
-                    """, logger: logger)
-            }
+            let rows = try await client.query(PostgresQuery(stringInterpolation: sql), logger: logger)
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
             for try await id in rows.decode(Int64.self) { return id }
         } catch where DatabaseErrorText.sqlState(error)?.hasPrefix("22") == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
-            // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05).
+            // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime
+            // out of PostgreSQL's range (22008).
             throw EnqueueRejected(description: DatabaseErrorText.describe(error))
         }
         preconditionFailure("the enqueue functions return one row")
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     /// How many jobs one listing may ask for (GET /admin/jobs, pushctl jobs).
@@ -183,7 +218,7 @@ public struct JobDirectory: Sendable {
     }
 
     private static let select = """
-        SELECT j.id, a.code, j.status, j.send_at, j.created_at, j.finished_at, j.validate_only,
+        SELECT j.id, a.code, j.status, j.send_at, j.created_at, j.finished_at, j.validate_only, j.priority, j.expires_at,
                COALESCE(j.last_error,
                         (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
                           WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
@@ -191,6 +226,7 @@ public struct JobDirectory: Sendable {
                count(d.id) FILTER (WHERE d.status = 'sent')::int,
                count(d.id) FILTER (WHERE d.status = 'failed')::int,
                count(d.id) FILTER (WHERE d.status = 'skipped')::int,
+               count(d.id) FILTER (WHERE d.status = 'skipped' AND d.error_code = 'EXPIRED')::int,
                (count(d.id) FILTER (WHERE d.status = 'pending') + u.devices)::int
           FROM push_jobs j JOIN apps a ON a.id = j.app_id
                -- Workers expand an audience as they send it, and write a delivery's row with its
@@ -204,10 +240,10 @@ public struct JobDirectory: Sendable {
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String?, Int, Int, Int, Int, Int).self) {
+        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String, Date?, String?, Int, Int, Int, Int, Int, Int).self) {
             jobs.append(JobSummary(id: row.0, appCode: row.1, status: row.2, sendAt: row.3, createdAt: row.4, finishedAt: row.5,
-                                   audience: row.8, sent: row.9, failed: row.10, skipped: row.11, pending: row.12,
-                                   dryRun: row.6, firstError: row.7))
+                                   audience: row.10, sent: row.11, failed: row.12, skipped: row.13, pending: row.15,
+                                   dryRun: row.6, firstError: row.9, priority: row.7, expiresAt: row.8, expired: row.14))
         }
         return jobs
     }

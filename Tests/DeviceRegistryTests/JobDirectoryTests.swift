@@ -1,0 +1,156 @@
+import DeviceRegistry
+import Foundation
+import PostgresNIO
+import Testing
+import TestSupport
+
+/// Scheduling priority and expiry (issue 24), over SQL as backend teams call it and through
+/// `JobDirectory` as push-api and pushctl do.
+@Suite("JobDirectory: priority and expiry")
+struct JobPriorityAndExpiryTests {
+    static let message = #"{"notification":{"title":"t"}}"#
+
+    func withApp(_ body: @Sendable (JobDirectory, PostgresClient) async throws -> Void) async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query("""
+                INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'tok-' || g, 'android' FROM generate_series(1, 3) g
+                """)
+            try await body(JobDirectory(client: client, logger: testLogger), client)
+        }
+    }
+
+    func stored(_ client: PostgresClient, _ job: Int64) async throws -> (priority: String, expiresAt: Date?, sendAt: Date) {
+        for try await row in try await client.query("SELECT priority, expires_at, send_at FROM push_jobs WHERE id = \(job)")
+            .decode((String, Date?, Date).self) {
+            return row
+        }
+        throw CancellationError()
+    }
+
+    @Test func sqlCallersGetHighForUsersAndBulkForCampaignsAndMayNameAny() async throws {
+        try await withApp { (_, client) async throws in
+            func enqueue(campaign: Bool, _ priority: String? = nil) async throws -> String {
+                let call: PostgresQuery = switch (campaign, priority) {
+                case (false, nil): "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(Self.message)::jsonb)"
+                case (true, nil): "SELECT push_enqueue_campaign(app_code => 'wowa', message => \(Self.message)::jsonb)"
+                case (false, let priority?):
+                    "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(Self.message)::jsonb, priority => \(priority))"
+                case (true, let priority?):
+                    "SELECT push_enqueue_campaign(app_code => 'wowa', message => \(Self.message)::jsonb, priority => \(priority))"
+                }
+                var id: Int64 = 0
+                for try await value in try await client.query(call).decode(Int64.self) { id = value }
+                return try await stored(client, id).priority
+            }
+            #expect(try await enqueue(campaign: false) == "high")
+            #expect(try await enqueue(campaign: true) == "bulk")
+            for priority in JobSummary.priorities {
+                #expect(try await enqueue(campaign: false, priority) == priority)
+                #expect(try await enqueue(campaign: true, priority) == priority)
+            }
+        }
+    }
+
+    @Test func enqueueLeavesTheDefaultToTheFunctionsAndPassesAPriorityThrough() async throws {
+        try await withApp { (jobs, client) async throws in
+            func enqueue(users: [Int64]?, _ priority: String?) async throws -> JobSummary {
+                let id = try await jobs.enqueue(appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
+                                                sendAt: nil, dryRun: false, priority: priority)
+                return try #require(try await jobs.job(id))
+            }
+            #expect(try await enqueue(users: [1], nil).priority == "high")
+            #expect(try await enqueue(users: nil, nil).priority == "bulk")
+            for priority in JobSummary.priorities {
+                #expect(try await enqueue(users: [1], priority).priority == priority)
+                #expect(try await enqueue(users: nil, priority).priority == priority)
+            }
+            let job = try await enqueue(users: [1, 2], nil)
+            #expect(job.expiresAt == nil && job.expired == 0 && job.pending == 2)
+        }
+    }
+
+    @Test func anExpiryIsStoredFromExpiresAtOrFromSendAtPlusTTL() async throws {
+        try await withApp { (jobs, client) async throws in
+            let sendAt = try #require(ISO8601Time.parse("2030-01-01T09:00:00Z"))
+            let expiresAt = try #require(ISO8601Time.parse("2030-01-01T10:00:00.250Z"))
+            let byTime = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
+                                                sendAt: sendAt, dryRun: false, expiresAt: expiresAt)
+            #expect(try await stored(client, byTime).expiresAt == expiresAt)
+            let byTTL = try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: Self.message, idempotencyKey: nil,
+                                               sendAt: sendAt, dryRun: false, ttl: .seconds(90) + .milliseconds(500))
+            #expect(try await stored(client, byTTL).expiresAt == sendAt + 90.5)
+            // Without a send time, from now.
+            let fromNow = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
+                                                 sendAt: nil, dryRun: false, ttl: .seconds(3600))
+            let row = try await stored(client, fromNow)
+            #expect(abs(try #require(row.expiresAt).timeIntervalSince(row.sendAt) - 3600) < 0.001)
+            let summary = try #require(try await jobs.job(byTime))
+            #expect(summary.expiresAt == expiresAt && summary.expired == 0)
+        }
+    }
+
+    struct Refusal: Sendable, CustomTestStringConvertible {
+        let name: String
+        var priority: String?
+        var sendAt: Date?
+        var expiresAt: Date?
+        var ttl: Duration?
+        let says: String
+        var testDescription: String { name }
+    }
+
+    static let refusals: [Refusal] = [
+        Refusal(name: "unknown priority", priority: "urgent", says: #"priority must be high, normal or bulk, not "urgent""#),
+        Refusal(name: "priority in capitals", priority: "HIGH", says: #"priority must be high, normal or bulk, not "HIGH""#),
+        Refusal(name: "empty priority", priority: "", says: #"priority must be high, normal or bulk, not """#),
+        Refusal(name: "expiry in the past", expiresAt: Date() - 60, says: "is in the past"),
+        Refusal(name: "expiry not after the send time", sendAt: Date() + 7200, expiresAt: Date() + 3600, says: "is not after send_at"),
+        Refusal(name: "both expiresAt and ttl", expiresAt: Date() + 3600, ttl: .seconds(60), says: "give expires_at or ttl, not both"),
+        Refusal(name: "ttl of zero", ttl: .zero, says: "ttl must be positive"),
+        Refusal(name: "negative ttl", ttl: .seconds(-5), says: "ttl must be positive"),
+        Refusal(name: "ttl past PostgreSQL's range", ttl: .seconds(Int64.max), says: "out of range"),
+    ]
+
+    @Test(arguments: refusals)
+    func refusalsAreEnqueueRejectedAndQueueNothing(_ refusal: Refusal) async throws {
+        try await withApp { (jobs, client) async throws in
+            for users: [Int64]? in [[1], nil] {
+                let error = await #expect(throws: EnqueueRejected.self) {
+                    try await jobs.enqueue(appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
+                                           sendAt: refusal.sendAt, dryRun: false, priority: refusal.priority, expiresAt: refusal.expiresAt,
+                                           ttl: refusal.ttl)
+                }
+                #expect(error?.description.contains(refusal.says) == true, "\(String(describing: error))")
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
+        }
+    }
+
+    /// What is not sent by the expiry is skipped EXPIRED (`push_expire_jobs`, which workers call
+    /// every second); the summary counts those apart.
+    @Test func expiredDeliveriesAreSkippedAndCountedInTheSummary() async throws {
+        try await withApp { (jobs, client) async throws in
+            let expiring = try await jobs.enqueue(appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: Self.message,
+                                                  idempotencyKey: nil, sendAt: nil, dryRun: false, priority: "normal", ttl: .seconds(1))
+            let lasting = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message,
+                                                 idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600))
+            let before = try #require(try await jobs.job(expiring))
+            #expect(before.status == "queued" && before.pending == 3 && before.expired == 0 && before.priority == "normal")
+            try await Task.sleep(for: .milliseconds(1100))
+            var completed: [Int64] = []
+            for try await id in try await client.query("SELECT push_expire_jobs()").decode(Int64.self) { completed.append(id) }
+            #expect(completed == [expiring])
+            let after = try #require(try await jobs.job(expiring))
+            #expect(after.status == "completed" && after.audience == 3 && after.skipped == 3 && after.expired == 3 && after.pending == 0)
+            #expect(after.expiresAt == before.expiresAt && after.priority == "normal")
+            #expect(abs(try #require(after.expiresAt).timeIntervalSince(after.sendAt) - 1) < 0.001)
+            let expiredRows: PostgresQuery = "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(expiring) AND error_code = 'EXPIRED'"
+            #expect(try await count(client, expiredRows) == 3)
+            let other = try #require(try await jobs.job(lasting))
+            #expect(other.status == "queued" && other.expired == 0 && other.pending == 1 && other.priority == "high")
+            let listed = try await jobs.list(status: nil, limit: 10)
+            #expect(listed.map(\.id) == [lasting, expiring] && listed.map(\.expired) == [0, 3])
+        }
+    }
+}
