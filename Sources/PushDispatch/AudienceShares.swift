@@ -7,9 +7,15 @@ import DeviceRegistry
 /// the other. What a job leaves of its share (its audience ran out) goes to the others when the
 /// claim plans again.
 enum AudienceShares {
+    /// The fewest devices a share holds: more apps than the room has shares of this size take
+    /// turns, claim by claim (`turn`).
+    static let minimumShare = 16
+
     /// The jobs to expand next and how many devices each may take, highest priority first, for
-    /// `audiences` in priority then due order.
-    static func plan(_ audiences: [DeliveryQueue.Audience], room: Int, minimum: Int = DeliveryQueue.chunkSize)
+    /// `audiences` in priority then due order. `turn` counts the claims: within a priority, the
+    /// apps are taken from a different one each time, so that those a small room leaves out this
+    /// time come first the next.
+    static func plan(_ audiences: [DeliveryQueue.Audience], room: Int, turn: Int = 0, minimum: Int = minimumShare)
         -> [(audience: DeliveryQueue.Audience, limit: Int)] {
         guard room > 0 else { return [] }
         // The earliest due job of each app, per priority.
@@ -17,6 +23,10 @@ enum AudienceShares {
         var seen: Set<[Int64]> = []
         for audience in audiences where seen.insert([Int64(audience.priority.rank), audience.app]).inserted {
             byPriority[audience.priority, default: []].append(audience)
+        }
+        for (priority, jobs) in byPriority where jobs.count > 1 {
+            let start = turn % jobs.count
+            byPriority[priority] = Array(jobs[start...] + jobs[..<start])
         }
         let present = JobPriority.allCases.filter { byPriority[$0] != nil }
         let totalWeight = present.reduce(0) { $0 + ReadyLanes.weights[$1]! }

@@ -58,7 +58,7 @@ struct DeliveryQueue: Sendable {
     /// Takes up to `wanted` first sends from a capped app's budget, shared by every worker
     /// (sql/012); a negative `wanted` gives unused ones back. Returns how many were granted.
     func takeSendBudget(app: Int64, wanted: Int) async throws -> Int {
-        let rows = try await client.query("SELECT push_take_send_budget(\(app), \(wanted))", logger: logger)
+        let rows = try await client.query("SELECT push_take_send_budget(\(app), \(wanted)::int)", logger: logger)
         for try await granted in rows.decode(Int.self) { return granted }
         return 0
     }

@@ -25,6 +25,8 @@ struct DispatchStateMachine {
         var audiencesRead = ContinuousClock.Instant.now
         /// When to look for due deliveries again after a look that found too few.
         var nextDueClaim = ContinuousClock.Instant.now
+        /// Claims that expanded audiences so far: whose turn it is among apps (AudienceShares).
+        var expansions = 0
     }
 
     /// A claim for the I/O layer to run, concurrently with the sends.

@@ -234,7 +234,7 @@ public struct Dispatcher: Service {
         if let priority = request.priority {
             var audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
                                                            priority: priority, limit: Self.audiencesRead)
-            try await expand(&audiences, upTo: limit, into: &claimed)
+            try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
             return
         }
         if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
@@ -244,7 +244,8 @@ public struct Dispatcher: Service {
         }
         let paused = Set(request.pausedApps), failed = Set(request.failedJobs)
         cursor.audiences.removeAll { paused.contains($0.app) || failed.contains($0.job) }
-        try await expand(&cursor.audiences, upTo: limit, into: &claimed)
+        cursor.expansions += 1
+        try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed)
     }
 
     /// Due audiences read at a time: enough to see several apps' jobs of each priority.
@@ -253,10 +254,11 @@ public struct Dispatcher: Service {
     /// Expands `audiences` as ``AudienceShares`` plans, again with what is left until `limit` is
     /// reached or nothing more comes; drops those that are complete. A rate-capped app's share is
     /// what its budget grants; an app with none left is passed over for this claim.
-    private func expand(_ audiences: inout [DeliveryQueue.Audience], upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed]) async throws {
+    private func expand(_ audiences: inout [DeliveryQueue.Audience], upTo limit: Int, turn: Int,
+                        into claimed: inout [DeliveryQueue.Claimed]) async throws {
         var spent: Set<Int64> = []
         while claimed.count < limit {
-            let plan = AudienceShares.plan(audiences.filter { !spent.contains($0.app) }, room: limit - claimed.count)
+            let plan = AudienceShares.plan(audiences.filter { !spent.contains($0.app) }, room: limit - claimed.count, turn: turn)
             guard !plan.isEmpty else { return }
             var progressed = false
             for (audience, share) in plan {

@@ -27,9 +27,12 @@ struct AudienceSharesTests {
         #expect(Self.shares(plan) == [1: 1024, 3: 1024])
     }
 
-    @Test func everyShareIsAtLeastAChunk() {
-        let plan = AudienceShares.plan((1...40).map { Self.audience(Int64($0), app: Int64($0), .high) }, room: 640)
-        #expect(plan.count == 10 && plan.allSatisfy { $0.limit == DeliveryQueue.chunkSize })
+    @Test func appsASmallRoomLeavesOutComeFirstTheNextTime() {
+        let audiences = (1...40).map { Self.audience(Int64($0), app: Int64($0), .high) }
+        let first = AudienceShares.plan(audiences, room: 160, turn: 0)
+        #expect(first.map(\.audience.job) == Array(1...10) && first.allSatisfy { $0.limit == AudienceShares.minimumShare })
+        #expect(AudienceShares.plan(audiences, room: 160, turn: 1).map(\.audience.job) == Array(2...11))
+        #expect(AudienceShares.plan(audiences, room: 160, turn: 39).map(\.audience.job) == [40] + Array(1...9))
         #expect(AudienceShares.plan([Self.audience(1, app: 1, .bulk)], room: 0).isEmpty)
         #expect(Self.shares(AudienceShares.plan([Self.audience(1, app: 1, .bulk)], room: 10)) == [1: 10])
     }
