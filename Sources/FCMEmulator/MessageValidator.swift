@@ -90,7 +90,8 @@ enum MessageValidator {
             guard let object = value as? [String: Any] else {
                 throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
             }
-            _ = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)")
+            let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)")
+            try validateTypedFields(fields, of: field)
         }
         // A body under the limit cannot hold a message over it, so the common case skips re-encoding.
         if body.readableBytes > messageSizeLimit, encodedSize(of: message) > messageSizeLimit {
@@ -101,6 +102,37 @@ enum MessageValidator {
             )
         }
         return SendRequest(target: target, validateOnly: validateOnly)
+    }
+
+    /// What the worker sets for an expiry, typed as FCM types it: `android.ttl` is a protobuf
+    /// Duration (`"3600s"`, `"3.5s"`), the APNs and Web Push headers are maps of strings.
+    private static func validateTypedFields(_ fields: [String: Any], of object: String) throws(PayloadViolation) {
+        if object == "android", let ttl = fields["ttl"] {
+            guard let text = ttl as? String, isDuration(text) else {
+                throw PayloadViolation("Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(ttl)",
+                                       field: "message.android.ttl")
+            }
+        }
+        if object == "apns" || object == "webpush", let headers = fields["headers"] {
+            guard let map = headers as? [String: Any] else {
+                throw PayloadViolation("Invalid value at 'message.\(object).headers': expected a JSON object.", field: "message.\(object).headers")
+            }
+            for (name, value) in map where !(value is String) {
+                throw PayloadViolation("Invalid value at 'message.\(object).headers[\(name)].value' (TYPE_STRING), \(value)",
+                                       field: "message.\(object).headers")
+            }
+        }
+    }
+
+    /// `"<seconds>s"` or `"<seconds>.<up to 9 digits>s"`, as protobuf's JSON Duration.
+    static func isDuration(_ text: String) -> Bool {
+        guard text.hasSuffix("s") else { return false }
+        let number = text.dropLast().split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(number.count), !number[0].isEmpty, number[0].allSatisfy(\.isASCII), number[0].allSatisfy(\.isNumber) else { return false }
+        if number.count == 2 {
+            return (1...9).contains(number[1].count) && number[1].allSatisfy { $0.isASCII && $0.isNumber }
+        }
+        return true
     }
 
     /// `object`'s fields keyed by their snake_case names, or the front end's refusal of the first

@@ -206,6 +206,10 @@ struct SendEndpointTests {
             ("non-object android", #"{"message":{"token":"a","android":"high"}}"#, "message.android", false),
             ("unknown android field", #"{"message":{"token":"a","android":{"priority":"high","prio":"x"}}}"#, "message.android", false),
             ("unknown apns field", #"{"message":{"token":"a","apns":{"aps":{}}}}"#, "message.apns", false),
+            ("android.ttl without its unit", #"{"message":{"token":"a","android":{"ttl":"3600"}}}"#, "message.android.ttl", false),
+            ("android.ttl as a number", #"{"message":{"token":"a","android":{"ttl":3600}}}"#, "message.android.ttl", false),
+            ("apns header not a string", #"{"message":{"token":"a","apns":{"headers":{"apns-expiration":1800000000}}}}"#, "message.apns.headers", false),
+            ("webpush header not a string", #"{"message":{"token":"a","webpush":{"headers":{"TTL":60}}}}"#, "message.webpush.headers", false),
             ("unknown fcm_options field", #"{"message":{"token":"a","fcmOptions":{"label":"x"}}}"#, "message.fcm_options", false),
             ("not JSON", "message=hello", "", false),
             ("empty token", #"{"message":{"token":""}}"#, "message.token", true),
@@ -246,7 +250,7 @@ struct SendEndpointTests {
             let accessToken = try await session.accessToken(for: fixture)
             let bodies = [
                 #"{"validateOnly":false,"message":{"token":"camel","fcmOptions":{"analyticsLabel":"x"},"notification":{"title":"t"}}}"#,
-                #"{"message":{"token":"snake","fcm_options":{"analytics_label":"x"},"android":{"collapse_key":"c","priority":"high","ttl":"60s","restrictedPackageName":"p","directBootOk":true,"notification":{"channel_id":"x"}},"apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":1}}},"webpush":{"headers":{"TTL":"60"},"data":{"k":"v"},"notification":{"title":"t"}}}}"#,
+                #"{"message":{"token":"snake","fcm_options":{"analytics_label":"x"},"android":{"collapse_key":"c","priority":"high","ttl":"60.5s","restrictedPackageName":"p","directBootOk":true,"notification":{"channel_id":"x"}},"apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":1}}},"webpush":{"headers":{"TTL":"60"},"data":{"k":"v"},"notification":{"title":"t"}}}}"#,
             ]
             for body in bodies {
                 let result = try await session.send(accessToken: accessToken, body: body)
