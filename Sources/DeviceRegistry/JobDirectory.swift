@@ -20,16 +20,14 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public let dryRun: Bool
     /// The job's own error (why it failed as a whole), else the first failed delivery's.
     public let firstError: String?
-    /// Our scheduling priority (`high`, `normal`, `bulk`), not FCM's android.priority or apns-priority.
-    public let priority: String
+    /// Our scheduling priority, not FCM's android.priority or apns-priority.
+    public let priority: JobPriority
     /// Deliveries not sent by then are skipped (EXPIRED); nil: the job never expires.
     public let expiresAt: Date?
     /// Skipped deliveries that expired (error_code EXPIRED), counted in `skipped` too.
     public let expired: Int
 
     public static let statuses = ["queued", "running", "completed", "failed", "cancelled"]
-    /// What `priority` may be, highest first (the enqueue functions check it).
-    public static let priorities = ["high", "normal", "bulk"]
     public static let finishedStatuses = ["completed", "failed", "cancelled"]
 }
 
@@ -59,7 +57,7 @@ public struct JobDirectory: Sendable {
     /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``.
     public func enqueue(appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
                         idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
-                        priority: String? = nil, expiresAt: Date? = nil, ttl: Duration? = nil) async throws -> Int64 {
+                        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil) async throws -> Int64 {
         var sql = PostgresQuery.StringInterpolation(literalCapacity: 400, interpolationCount: 10)
         if let userIDs {
             sql.appendLiteral("SELECT push_enqueue(app_code => ")
@@ -88,7 +86,7 @@ public struct JobDirectory: Sendable {
         // Named only when given: the functions' defaults stay the one place that says them.
         if let priority {
             sql.appendLiteral(", priority => ")
-            sql.appendInterpolation(priority)
+            sql.appendInterpolation(priority.rawValue)
         }
         sql.appendLiteral(")")
         do {
@@ -241,9 +239,11 @@ public struct JobDirectory: Sendable {
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
         for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String, Date?, String?, Int, Int, Int, Int, Int, Int).self) {
+            // push_jobs' CHECK holds it to the three.
+            guard let priority = JobPriority(rawValue: row.7) else { preconditionFailure("push_jobs.priority '\(row.7)'") }
             jobs.append(JobSummary(id: row.0, appCode: row.1, status: row.2, sendAt: row.3, createdAt: row.4, finishedAt: row.5,
                                    audience: row.10, sent: row.11, failed: row.12, skipped: row.13, pending: row.15,
-                                   dryRun: row.6, firstError: row.9, priority: row.7, expiresAt: row.8, expired: row.14))
+                                   dryRun: row.6, firstError: row.9, priority: priority, expiresAt: row.8, expired: row.14))
         }
         return jobs
     }

@@ -45,23 +45,34 @@ struct JobPriorityAndExpiryTests {
             }
             #expect(try await enqueue(campaign: false) == "high")
             #expect(try await enqueue(campaign: true) == "bulk")
-            for priority in JobSummary.priorities {
+            for priority in JobPriority.allCases.map(\.rawValue) {
                 #expect(try await enqueue(campaign: false, priority) == priority)
                 #expect(try await enqueue(campaign: true, priority) == priority)
             }
+            // What a JobPriority cannot hold is refused by the functions themselves.
+            for call: PostgresQuery in [
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{}', priority => 'urgent')",
+                "SELECT push_enqueue_campaign(app_code => 'wowa', message => '{}', priority => NULL)",
+            ] {
+                // The RAISE arrives with the rows.
+                await #expect { for try await _ in try await client.query(call) {} } throws: { error in
+                    DatabaseErrorText.sqlState(error) == "22023" && DatabaseErrorText.describe(error).hasPrefix("priority must be high, normal or bulk, not ")
+                }
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 8)
         }
     }
 
     @Test func enqueueLeavesTheDefaultToTheFunctionsAndPassesAPriorityThrough() async throws {
         try await withApp { (jobs, client) async throws in
-            func enqueue(users: [Int64]?, _ priority: String?) async throws -> JobSummary {
+            func enqueue(users: [Int64]?, _ priority: JobPriority?) async throws -> JobSummary {
                 let id = try await jobs.enqueue(appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
                                                 sendAt: nil, dryRun: false, priority: priority)
                 return try #require(try await jobs.job(id))
             }
-            #expect(try await enqueue(users: [1], nil).priority == "high")
-            #expect(try await enqueue(users: nil, nil).priority == "bulk")
-            for priority in JobSummary.priorities {
+            #expect(try await enqueue(users: [1], nil).priority == .high)
+            #expect(try await enqueue(users: nil, nil).priority == .bulk)
+            for priority in JobPriority.allCases {
                 #expect(try await enqueue(users: [1], priority).priority == priority)
                 #expect(try await enqueue(users: nil, priority).priority == priority)
             }
@@ -92,7 +103,6 @@ struct JobPriorityAndExpiryTests {
 
     struct Refusal: Sendable, CustomTestStringConvertible {
         let name: String
-        var priority: String?
         var sendAt: Date?
         var expiresAt: Date?
         var ttl: Duration?
@@ -101,9 +111,6 @@ struct JobPriorityAndExpiryTests {
     }
 
     static let refusals: [Refusal] = [
-        Refusal(name: "unknown priority", priority: "urgent", says: #"priority must be high, normal or bulk, not "urgent""#),
-        Refusal(name: "priority in capitals", priority: "HIGH", says: #"priority must be high, normal or bulk, not "HIGH""#),
-        Refusal(name: "empty priority", priority: "", says: #"priority must be high, normal or bulk, not """#),
         Refusal(name: "expiry in the past", expiresAt: Date() - 60, says: "is in the past"),
         Refusal(name: "expiry not after the send time", sendAt: Date() + 7200, expiresAt: Date() + 3600, says: "is not after send_at"),
         Refusal(name: "both expiresAt and ttl", expiresAt: Date() + 3600, ttl: .seconds(60), says: "give expires_at or ttl, not both"),
@@ -118,7 +125,7 @@ struct JobPriorityAndExpiryTests {
             for users: [Int64]? in [[1], nil] {
                 let error = await #expect(throws: EnqueueRejected.self) {
                     try await jobs.enqueue(appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
-                                           sendAt: refusal.sendAt, dryRun: false, priority: refusal.priority, expiresAt: refusal.expiresAt,
+                                           sendAt: refusal.sendAt, dryRun: false, priority: .high, expiresAt: refusal.expiresAt,
                                            ttl: refusal.ttl)
                 }
                 #expect(error?.description.contains(refusal.says) == true, "\(String(describing: error))")
@@ -132,23 +139,23 @@ struct JobPriorityAndExpiryTests {
     @Test func expiredDeliveriesAreSkippedAndCountedInTheSummary() async throws {
         try await withApp { (jobs, client) async throws in
             let expiring = try await jobs.enqueue(appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: Self.message,
-                                                  idempotencyKey: nil, sendAt: nil, dryRun: false, priority: "normal", ttl: .seconds(1))
+                                                  idempotencyKey: nil, sendAt: nil, dryRun: false, priority: .normal, ttl: .seconds(1))
             let lasting = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message,
                                                  idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600))
             let before = try #require(try await jobs.job(expiring))
-            #expect(before.status == "queued" && before.pending == 3 && before.expired == 0 && before.priority == "normal")
+            #expect(before.status == "queued" && before.pending == 3 && before.expired == 0 && before.priority == .normal)
             try await Task.sleep(for: .milliseconds(1100))
             var completed: [Int64] = []
             for try await id in try await client.query("SELECT push_expire_jobs()").decode(Int64.self) { completed.append(id) }
             #expect(completed == [expiring])
             let after = try #require(try await jobs.job(expiring))
             #expect(after.status == "completed" && after.audience == 3 && after.skipped == 3 && after.expired == 3 && after.pending == 0)
-            #expect(after.expiresAt == before.expiresAt && after.priority == "normal")
+            #expect(after.expiresAt == before.expiresAt && after.priority == .normal)
             #expect(abs(try #require(after.expiresAt).timeIntervalSince(after.sendAt) - 1) < 0.001)
             let expiredRows: PostgresQuery = "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(expiring) AND error_code = 'EXPIRED'"
             #expect(try await count(client, expiredRows) == 3)
             let other = try #require(try await jobs.job(lasting))
-            #expect(other.status == "queued" && other.expired == 0 && other.pending == 1 && other.priority == "high")
+            #expect(other.status == "queued" && other.expired == 0 && other.pending == 1 && other.priority == .high)
             let listed = try await jobs.list(status: nil, limit: 10)
             #expect(listed.map(\.id) == [lasting, expiring] && listed.map(\.expired) == [0, 3])
         }
