@@ -8,6 +8,8 @@ import DeviceRegistry
 /// while high never stops.
 struct ReadyLanes {
     static let weights: [JobPriority: Int] = [.high: 16, .normal: 4, .bulk: 1]
+    /// The same by lane (rank), for the per-slot loop.
+    private static let laneWeights = JobPriority.allCases.map { weights[$0]! }
 
     private var lanes: [[DeliveryQueue.Claimed]] = Array(repeating: [], count: JobPriority.allCases.count)
     /// Each lane's first waiting delivery: sent ones are dropped from the front now and then.
@@ -31,7 +33,7 @@ struct ReadyLanes {
     func next() -> (delivery: DeliveryQueue.Claimed, lane: Int)? {
         var best: (lane: Int, credit: Int)?
         for lane in lanes.indices where starts[lane] < lanes[lane].endIndex {
-            let credit = credits[lane] + Self.weights[JobPriority.allCases[lane]]!
+            let credit = credits[lane] + Self.laneWeights[lane]
             if best == nil || credit > best!.credit { best = (lane, credit) }
         }
         return best.map { (lanes[$0.lane][starts[$0.lane]], $0.lane) }
@@ -45,7 +47,7 @@ struct ReadyLanes {
                 credits[other] = 0
                 continue
             }
-            let weight = Self.weights[JobPriority.allCases[other]]!
+            let weight = Self.laneWeights[other]
             credits[other] += weight
             total += weight
         }
