@@ -138,13 +138,25 @@ struct AdminEndpointTests {
 
     static let accepted: [Accepted] = [
         Accepted(fields: #""userIds":[1,2]"#,
-                 stored: "user_ids = '{1,2}' AND platforms IS NULL AND NOT validate_only AND send_at BETWEEN now() - interval '1 minute' AND now()"),
-        Accepted(fields: #""campaign":true"#, stored: "user_ids IS NULL AND platforms IS NULL"),
+                 stored: "user_ids = '{1,2}' AND platforms IS NULL AND NOT validate_only AND send_at BETWEEN now() - interval '1 minute' AND now() AND priority = 'high' AND expires_at IS NULL"),
+        Accepted(fields: #""campaign":true"#, stored: "user_ids IS NULL AND platforms IS NULL AND priority = 'bulk' AND expires_at IS NULL"),
         Accepted(fields: #""campaign":true,"platforms":["ios","web"]"#, stored: "user_ids IS NULL AND platforms = '{ios,web}'"),
         Accepted(fields: #""userIds":[7],"sendAt":"2030-12-01T10:00:00.250+01:00""#, stored: "send_at = '2030-12-01T09:00:00.25Z'"),
         Accepted(fields: #""userIds":[7],"sendAt":"2030-12-01T09:00:00Z","dryRun":true"#,
                  stored: "validate_only AND send_at = '2030-12-01T09:00:00Z'"),
         Accepted(fields: #""campaign":true,"dryRun":false,"idempotencyKey":"k-1""#, stored: "NOT validate_only AND idempotency_key = 'k-1'"),
+        // Scheduling priority and expiry (issue 24): any priority for either audience, null the same as left out.
+        Accepted(fields: #""userIds":[1],"priority":"high""#, stored: "priority = 'high'"),
+        Accepted(fields: #""userIds":[1],"priority":"normal""#, stored: "priority = 'normal'"),
+        Accepted(fields: #""userIds":[1],"priority":"bulk""#, stored: "priority = 'bulk'"),
+        Accepted(fields: #""campaign":true,"priority":"high""#, stored: "priority = 'high'"),
+        Accepted(fields: #""campaign":true,"priority":"normal""#, stored: "priority = 'normal'"),
+        Accepted(fields: #""campaign":true,"priority":null,"expiresAt":null,"ttlSeconds":null"#, stored: "priority = 'bulk' AND expires_at IS NULL"),
+        Accepted(fields: #""userIds":[1],"sendAt":"2030-12-01T09:00:00Z","expiresAt":"2030-12-01T10:30:00.500+01:00""#,
+                 stored: "expires_at = '2030-12-01T09:30:00.5Z'"),
+        Accepted(fields: #""userIds":[1],"sendAt":"2030-12-01T09:00:00Z","ttlSeconds":900"#, stored: "expires_at = '2030-12-01T09:15:00Z'"),
+        Accepted(fields: #""campaign":true,"ttlSeconds":3600,"expiresAt":null"#,
+                 stored: "expires_at = send_at + interval '1 hour' AND send_at BETWEEN now() - interval '1 minute' AND now()"),
     ]
 
     @Test(arguments: accepted)
@@ -261,6 +273,27 @@ struct AdminEndpointTests {
         Rejected(body: notification(#""userIds":[1],"idempotencyKey":"\#(String(repeating: "k", count: 201))""#), names: "idempotencyKey"),
         Rejected(body: notification(#""userIDs":[1]"#), names: "userIDs"),
         Rejected(body: notification(#""userIds":[1],"send_at":"2030-01-01T00:00:00Z""#), names: "send_at"),
+        Rejected(body: notification(#""userIds":[1],"priority":"urgent""#), names: #"priority must be one of high, normal, bulk, not "urgent""#),
+        Rejected(body: notification(#""campaign":true,"priority":"HIGH""#), names: #"priority must be one of high, normal, bulk, not "HIGH""#),
+        Rejected(body: notification(#""campaign":true,"priority":"""#), names: "priority must be one of high, normal, bulk"),
+        Rejected(body: notification(#""userIds":[1],"priority":1"#), names: "priority"),
+        Rejected(body: notification(#""userIds":[1],"expiresAt":"2020-01-01T00:00:00Z""#), names: "expiresAt: expires_at"),
+        Rejected(body: notification(#""userIds":[1],"sendAt":"2030-01-01T10:00:00Z","expiresAt":"2030-01-01T09:00:00Z""#),
+                 names: "expiresAt: expires_at"),
+        Rejected(body: notification(#""userIds":[1],"sendAt":"2030-01-01T10:00:00Z","expiresAt":"2030-01-01T10:00:00Z""#),
+                 names: "is not after send_at"),
+        Rejected(body: notification(#""userIds":[1],"sendAt":"2020-01-01T10:00:00Z","ttlSeconds":60"#), names: "ttlSeconds: expires_at"),
+        Rejected(body: notification(#""userIds":[1],"expiresAt":"2030-01-01T00:00:00Z","ttlSeconds":60"#),
+                 names: "give expiresAt or ttlSeconds, not both"),
+        Rejected(body: notification(#""userIds":[1],"expiresAt":"tomorrow""#), names: "expiresAt 'tomorrow' is not an ISO 8601 time"),
+        Rejected(body: notification(#""userIds":[1],"expiresAt":"2030-01-01T00:00:00""#), names: "expiresAt"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":0"#), names: "ttlSeconds must be a positive integer"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":-60"#), names: "ttlSeconds must be a positive integer"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":1.5"#), names: "ttlSeconds"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":"60""#), names: "ttlSeconds"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":9223372036854775807"#), names: "ttlSeconds"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":99999999999999999999"#), names: "ttlSeconds"),
+        Rejected(body: notification(#""campaign":true,"ttl":60"#), names: "unknown field ttl"),
         Rejected(body: "[1]", names: "the body must be a JSON object"),
         Rejected(body: #"{"appCode":"wowa","userIds":[1],"message":{"#, code: "MALFORMED_JSON", names: "not valid JSON"),
         Rejected(body: queueBody, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE", names: "application/json"),
@@ -325,6 +358,46 @@ struct AdminEndpointTests {
                 #expect(response.status == .badRequest && response.message == "job id must be a positive integer", "\(bad)")
             }
         }
+    }
+
+    /// A job's priority and expiry, and how many of its deliveries expired (skipped EXPIRED by
+    /// `push_expire_jobs`, which workers run every second; no worker here).
+    @Test func jobsShowPriorityExpiryAndExpiredCounts() async throws {
+        let fixture = try await APIFixture.make()
+        try await fixture.database.seed { seed in
+            for user: Int64 in 1...3 { _ = try await seed.device(app: fixture.appID, user: user, token: "expiry-token-\(user)") }
+        }
+        try await fixture.admin { client in
+            func queue(_ fields: String) async throws -> Int64 {
+                let response = try await client.admin(.post, "/push/notifications", json: Self.notification(fields))
+                #expect(response.status == .accepted, "\(response.text)")
+                return try #require(response.jobID)
+            }
+            let expiring = try await queue(#""userIds":[1,2],"priority":"normal","ttlSeconds":1"#)
+            let campaign = try await queue(#""campaign":true,"expiresAt":"2030-12-01T09:00:00Z""#)
+            let plain = try await queue(#""userIds":[3]"#)
+            let before = try await client.admin(.get, "/admin/jobs/\(expiring)")
+            #expect(before.json["priority"] as? String == "normal" && before.number("expired") == 0 && before.number("pending") == 2, "\(before.text)")
+            let sendAt = try #require((before.json["sendAt"] as? String).flatMap(ISO8601Time.parse))
+            let expiresAt = try #require((before.json["expiresAt"] as? String).flatMap(ISO8601Time.parse), "\(before.text)")
+            #expect(abs(expiresAt.timeIntervalSince(sendAt) - 1) < 0.002)
+
+            try await Task.sleep(for: .milliseconds(1100))
+            try await fixture.database.seed { try await $0.run("SELECT push_expire_jobs()") }
+
+            let after = try await client.admin(.get, "/admin/jobs/\(expiring)")
+            #expect(after.json["status"] as? String == "completed" && after.json["priority"] as? String == "normal", "\(after.text)")
+            #expect(after.number("audience") == 2 && after.number("skipped") == 2 && after.number("expired") == 2 && after.number("pending") == 0)
+            #expect(after.json["expiresAt"] as? String == before.json["expiresAt"] as? String && after.json["finishedAt"] is String)
+
+            let list = try await client.admin(.get, "/admin/jobs")
+            let jobs = try #require(list.json["jobs"] as? [[String: Any]], "\(list.text)")
+            #expect(jobs.compactMap { int64($0["id"]) } == [plain, campaign, expiring])
+            #expect(jobs.compactMap { $0["priority"] as? String } == ["high", "bulk", "normal"])
+            #expect(jobs.map { $0["expiresAt"] as? String } == [nil, "2030-12-01T09:00:00.000Z", after.json["expiresAt"] as? String])
+            #expect(jobs.compactMap { int64($0["expired"]) } == [0, 0, 2] && jobs[0].keys.contains("expiresAt") == false)
+        }
+        #expect(try await fixture.database.text("SELECT string_agg(status || ':' || error_code, ',') FROM push_deliveries") == "skipped:EXPIRED,skipped:EXPIRED")
     }
 
     @Test func jobsListNewestFirstByStatus() async throws {

@@ -31,9 +31,12 @@ struct AdminController {
         let idempotencyKey: String?
         let sendAt: String?
         let dryRun: Bool?
+        let priority: String?
+        let expiresAt: String?
+        let ttlSeconds: Int64?
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case appCode, userIds, campaign, platforms, message, idempotencyKey, sendAt, dryRun
+            case appCode, userIds, campaign, platforms, message, idempotencyKey, sendAt, dryRun, priority, expiresAt, ttlSeconds
         }
 
         init(from decoder: any Decoder) throws {
@@ -52,11 +55,26 @@ struct AdminController {
             idempotencyKey = try container.decodeIfPresent(String.self, forKey: .idempotencyKey)
             sendAt = try container.decodeIfPresent(String.self, forKey: .sendAt)
             dryRun = try container.decodeIfPresent(Bool.self, forKey: .dryRun)
+            priority = try container.decodeIfPresent(String.self, forKey: .priority)
+            expiresAt = try container.decodeIfPresent(String.self, forKey: .expiresAt)
+            do {
+                ttlSeconds = try container.decodeIfPresent(Int64.self, forKey: .ttlSeconds)
+            } catch {
+                // 1.5 or 1e30 are data errors to the decoder, not a type mismatch naming the field.
+                throw APIError.validation("ttlSeconds must be a positive integer")
+            }
+        }
+
+        struct Validated {
+            let priority: JobPriority?
+            let sendAt: Date?
+            let expiresAt: Date?
+            let ttl: Duration?
         }
 
         /// Every rule the request must meet before it reaches SQL, each refusal naming its field;
-        /// returns the parsed `sendAt`.
-        func validated() throws -> Date? {
+        /// returns what it parsed.
+        func validated() throws -> Validated {
             guard !appCode.isEmpty else { throw APIError.validation("appCode must not be empty") }
             switch (userIds, campaign ?? false) {
             case (nil, false): throw APIError.validation("give userIds, or \"campaign\": true for every device of the app")
@@ -79,9 +97,25 @@ struct AdminController {
             if let key = idempotencyKey, !(1...200).contains(key.count) {
                 throw APIError.validation("idempotencyKey must be 1 to 200 characters")
             }
-            return try sendAt.map { text in
-                do { return try ISO8601Time.parse(text, field: "sendAt") } catch { throw APIError.validation("\(error)") }
+            let jobPriority = try priority.map { text in
+                guard let priority = JobPriority(rawValue: text) else {
+                    throw APIError.validation("priority must be one of \(JobPriority.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(text)\"")
+                }
+                return priority
             }
+            if expiresAt != nil, ttlSeconds != nil {
+                throw APIError.validation("give expiresAt or ttlSeconds, not both")
+            }
+            if let ttlSeconds, ttlSeconds <= 0 {
+                throw APIError.validation("ttlSeconds must be a positive integer")
+            }
+            func time(_ text: String?, _ field: String) throws -> Date? {
+                try text.map { text in
+                    do { return try ISO8601Time.parse(text, field: field) } catch { throw APIError.validation("\(error)") }
+                }
+            }
+            return Validated(priority: jobPriority, sendAt: try time(sendAt, "sendAt"), expiresAt: try time(expiresAt, "expiresAt"),
+                             ttl: ttlSeconds.map { .seconds($0) })
         }
     }
 
@@ -101,18 +135,27 @@ struct AdminController {
 
     @Sendable func enqueue(_ request: Request, context: APIRequestContext) async throws -> Response {
         let body = try await JSONBody.decode(NotificationRequest.self, from: request, context: context, limit: Self.notificationBodyLimit)
-        let sendAt = try body.validated()
+        let checked = try body.validated()
         let message = String(buffer: JSONBody.encode(body.message))
         let (jobs, logger) = (self.jobs(context.logger), context.logger)
         let id: Int64
         do {
             id = try await deadline.run {
                 try await jobs.enqueue(appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
-                                       idempotencyKey: body.idempotencyKey, sendAt: sendAt, dryRun: body.dryRun ?? false)
+                                       idempotencyKey: body.idempotencyKey, sendAt: checked.sendAt, dryRun: body.dryRun ?? false,
+                                       priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl)
             }
         } catch let rejected as EnqueueRejected {
+            // The functions name their SQL parameters; the answer names the request's field.
             let text = rejected.description
-            throw APIError.validation(text.hasPrefix("unknown app code") ? "appCode: \(text)" : text)
+            let field = if text.hasPrefix("unknown app code") {
+                "appCode"
+            } else if (body.expiresAt != nil || body.ttlSeconds != nil) && (text.hasPrefix("expires_at") || text.contains("out of range")) {
+                body.expiresAt != nil ? "expiresAt" : "ttlSeconds"
+            } else {
+                nil as String?
+            }
+            throw APIError.validation(field.map { "\($0): \(text)" } ?? text)
         }
         logger.info("job queued", metadata: [
             "push.job_id": "\(id)", "push.app": "\(body.appCode)",
