@@ -5,8 +5,8 @@ import Foundation
 struct AppCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "app",
-        abstract: "Add apps, set their Firebase credentials, list them.",
-        subcommands: [Add.self, SetCredentials.self, List.self])
+        abstract: "Add apps, set their Firebase credentials and send rate, list them.",
+        subcommands: [Add.self, SetCredentials.self, SetRate.self, List.self])
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -48,6 +48,41 @@ struct AppCommand: AsyncParsableCommand {
         }
     }
 
+    struct SetRate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-rate",
+            abstract: "Cap an app's sends per second, across all workers (or lift the cap with --unlimited).",
+            discussion: """
+                The cap is the app's, shared by every running worker (not per worker); workers apply a \
+                change at their next send, without a restart. New apps are unlimited.
+                """)
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The app's code.") var code: String
+        // Unconditional: `--per-second -5` is refused as a rate, not as an unknown option.
+        @Option(parsing: .unconditional, help: "At most this many sends per second (a positive whole number).") var perSecond: Int?
+        @Flag(help: "No cap (the default for a new app).") var unlimited = false
+
+        func validate() throws {
+            switch (perSecond, unlimited) {
+            case (nil, false): throw ValidationError("give --per-second N, or --unlimited")
+            case (.some, true): throw ValidationError("give --per-second or --unlimited, not both")
+            case (let rate?, false) where rate <= 0:
+                throw ValidationError("--per-second must be a positive whole number of sends per second, not \(rate) (--unlimited lifts the cap)")
+            default: break
+            }
+        }
+
+        func run() async throws {
+            try await reportingErrors {
+                let app = try await withDatabase(database) { client, logger in
+                    try await AppDirectory(client: client, logger: logger).setRate(code: code, perSecond: unlimited ? nil : perSecond)
+                }
+                print("app \(app.code): " + (app.maxSendsPerSecond.map { "at most \($0) sends per second" } ?? "no send rate cap"))
+            }
+        }
+    }
+
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List apps (never shows private keys).")
 
@@ -60,9 +95,9 @@ struct AppCommand: AsyncParsableCommand {
                 }
                 let rows = apps.map { app in
                     [String(app.id), app.code, app.name, app.fcmProjectID ?? "-", app.fcmClientEmail ?? "-",
-                     app.hasCredentials ? "yes" : "no"]
+                     app.hasCredentials ? "yes" : "no", app.maxSendsPerSecond.map(String.init) ?? "unlimited"]
                 }
-                print(TextTable.render(header: ["ID", "CODE", "NAME", "FCM PROJECT", "CLIENT EMAIL", "CREDENTIALS"], rows: rows))
+                print(TextTable.render(header: ["ID", "CODE", "NAME", "FCM PROJECT", "CLIENT EMAIL", "CREDENTIALS", "SENDS/S"], rows: rows))
             }
         }
     }

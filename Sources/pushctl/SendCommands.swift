@@ -11,7 +11,33 @@ struct MessageOptions: ParsableArguments {
     @Option(help: "A data entry KEY=VALUE (repeatable).") var data: [String] = []
     @Option(help: "Same key, same job: a retried run never sends twice (e.g. daily-digest-$(date +%F)).") var idempotencyKey: String?
     @Option(help: "Send at this time, ISO 8601 (e.g. 2026-12-01T09:00:00Z); default now.") var at: String?
+    @Option(help: ArgumentHelp(
+        "Our scheduling priority (default: high for send, bulk for campaign).",
+        discussion: "Which jobs workers serve first; not FCM's android.priority or apns-priority (set those in --message)."))
+    var priority: JobPriority?
+    @Option(help: "Skip (EXPIRED) what is not sent by this ISO 8601 time.") var expiresAt: String?
+    // Unconditional: `--ttl -5` is refused as a lifetime, not as an unknown option.
+    @Option(parsing: .unconditional,
+            help: ArgumentHelp("Skip (EXPIRED) what is not sent this long after the send time: seconds, or 90s, 15m, 2h, 1d.",
+                               valueName: "duration"),
+            transform: MessageOptions.ttl)
+    var ttl: Duration?
     @Flag(help: "Let FCM validate every message without delivering (validate_only).") var dryRun = false
+
+    func validate() throws {
+        if expiresAt != nil, ttl != nil { throw ValidationError("give --expires-at or --ttl, not both") }
+    }
+
+    /// `90`, `90s`, `15m`, `2h`, `1d`: a positive whole number of seconds, minutes, hours or days.
+    static func ttl(_ text: String) throws -> Duration {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        let unit = text.last.flatMap { units[$0] }
+        let digits = unit == nil ? Substring(text) : text.dropLast()
+        guard digits.allSatisfy(\.isASCII), let count = Int64(digits), count > 0, count <= Int64.max / (unit ?? 1) else {
+            throw ValidationError("expected a positive whole number of seconds, or of s, m, h or d (90s, 15m, 2h, 1d)")
+        }
+        return .seconds(count * (unit ?? 1))
+    }
 
     func messageJSON() throws -> String {
         if let message { return message }
@@ -35,7 +61,30 @@ struct MessageOptions: ParsableArguments {
         guard let at else { return nil }
         do { return try ISO8601Time.parse(at, field: "--at") } catch { throw CLIError("\(error)") }
     }
+
+    func expiry() throws -> Date? {
+        guard let expiresAt else { return nil }
+        do { return try ISO8601Time.parse(expiresAt, field: "--expires-at") } catch { throw CLIError("\(error)") }
+    }
+
+    /// Queues the job; the SQL functions' refusals name their parameters, so say which option that was.
+    func enqueue(_ database: DatabaseOptions, userIDs: [Int64]?, platforms: [String]?) async throws -> Int64 {
+        let (message, sendAt, expiresAt) = (try messageJSON(), try sendAt(), try expiry())
+        return try await withDatabase(database) { client, logger in
+            do {
+                return try await JobDirectory(client: client, logger: logger).enqueue(
+                    appCode: app, userIDs: userIDs, platforms: platforms, message: message, idempotencyKey: idempotencyKey,
+                    sendAt: sendAt, dryRun: dryRun, priority: priority, expiresAt: expiresAt, ttl: ttl)
+            } catch let rejected as EnqueueRejected where (self.expiresAt != nil || ttl != nil)
+                && (rejected.description.hasPrefix("expires_at") || rejected.description.contains("out of range")) {
+                throw CLIError("\(self.expiresAt != nil ? "--expires-at" : "--ttl"): \(rejected.description)")
+            }
+        }
+    }
 }
+
+/// `--priority`: the parser refuses anything else, listing the cases.
+extension JobPriority: ExpressibleByArgument {}
 
 struct Send: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Queue a notification to users; prints the job id.")
@@ -47,13 +96,7 @@ struct Send: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors {
             guard !users.isEmpty else { throw CLIError("name at least one --user") }
-            let (message, sendAt) = (try options.messageJSON(), try options.sendAt())
-            let id = try await withDatabase(database) { client, logger in
-                try await JobDirectory(client: client, logger: logger).enqueue(
-                    appCode: options.app, userIDs: users, platforms: nil, message: message,
-                    idempotencyKey: options.idempotencyKey, sendAt: sendAt, dryRun: options.dryRun)
-            }
-            print(id)
+            print(try await options.enqueue(database, userIDs: users, platforms: nil))
         }
     }
 }
@@ -68,13 +111,7 @@ struct Campaign: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            let (message, sendAt) = (try options.messageJSON(), try options.sendAt())
-            let id = try await withDatabase(database) { client, logger in
-                try await JobDirectory(client: client, logger: logger).enqueue(
-                    appCode: options.app, userIDs: nil, platforms: platforms.isEmpty ? nil : platforms, message: message,
-                    idempotencyKey: options.idempotencyKey, sendAt: sendAt, dryRun: options.dryRun)
-            }
-            print(id)
+            print(try await options.enqueue(database, userIDs: nil, platforms: platforms.isEmpty ? nil : platforms))
         }
     }
 }
@@ -97,14 +134,16 @@ struct Jobs: AsyncParsableCommand {
             let jobs = try await withDatabase(database) { client, logger in
                 try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
             }
-            print(TextTable.render(header: ["ID", "APP", "STATUS", "SEND AT", "AUDIENCE", "SENT", "FAILED", "SKIPPED", "PENDING"],
+            print(TextTable.render(header: ["ID", "APP", "STATUS", "PRIORITY", "SEND AT", "EXPIRES AT", "AUDIENCE", "SENT", "FAILED",
+                                            "SKIPPED", "EXPIRED", "PENDING"],
                                    rows: jobs.map(Self.row)))
         }
     }
 
     static func row(_ job: JobSummary) -> [String] {
-        [String(job.id), job.appCode, job.status, WireJSON.formatted(job.sendAt), String(job.audience), String(job.sent),
-         String(job.failed), String(job.skipped), String(job.pending)]
+        [String(job.id), job.appCode, job.status, job.priority.rawValue, WireJSON.formatted(job.sendAt),
+         job.expiresAt.map(WireJSON.formatted) ?? "-", String(job.audience), String(job.sent), String(job.failed),
+         String(job.skipped), String(job.expired), String(job.pending)]
     }
 }
 
@@ -155,10 +194,13 @@ enum JobReport {
     }
 
     static func text(_ job: JobSummary) -> String {
+        // Only a job with an expiry can have expired deliveries.
+        let expired = job.expiresAt == nil && job.expired == 0 ? "" : " (\(job.expired) expired)"
         var lines = [
-            "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : "")",
-            "send at: \(WireJSON.formatted(job.sendAt))" + (job.finishedAt.map { ", finished \(WireJSON.formatted($0))" } ?? ""),
-            "audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped), pending \(job.pending)",
+            "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : ""), priority \(job.priority.rawValue)",
+            "send at: \(WireJSON.formatted(job.sendAt))" + (job.expiresAt.map { ", expires at \(WireJSON.formatted($0))" } ?? "")
+                + (job.finishedAt.map { ", finished \(WireJSON.formatted($0))" } ?? ""),
+            "audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped)\(expired), pending \(job.pending)",
         ]
         if let error = job.firstError { lines.append("first error: \(error)") }
         return lines.joined(separator: "\n")

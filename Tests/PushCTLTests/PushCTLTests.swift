@@ -96,7 +96,52 @@ struct PushCTLTests {
         #expect(apps == 1)
     }
 
-    @Test(arguments: [["--help"], ["migrate", "--help"], ["app", "--help"], ["app", "add", "--help"], ["app", "set-credentials", "--help"], ["app", "list", "--help"]])
+    @Test func setRateCapsAnAppsSendsAndUnlimitedLiftsTheCap() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        let env = ["DATABASE_URL": database.url]
+        for code in ["wowa", "beta"] { _ = try await pushctl.run(["app", "add", "--code", code, "--name", code], environment: env) }
+        func rates() async throws -> String {
+            try await database.text("SELECT string_agg(code || ':' || COALESCE(max_sends_per_second::text, '-'), ',' ORDER BY code) FROM apps")
+        }
+        func listed() async throws -> [String: String] {
+            let list = try await pushctl.run(["app", "list"], environment: env)
+            let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+            #expect(rows.first?.last == "SENDS/S", "\(list.stdout)")
+            return Dictionary(uniqueKeysWithValues: rows.dropFirst().map { ($0[1], $0.last ?? "") })
+        }
+        #expect(try await rates() == "beta:-,wowa:-")
+        #expect(try await listed() == ["wowa": "unlimited", "beta": "unlimited"])
+
+        let set = try await pushctl.run(["app", "set-rate", "--code", "wowa", "--per-second", "50"], environment: env)
+        #expect(set.status == 0 && set.stdout == "app wowa: at most 50 sends per second\n", "\(set.stdout)\(set.stderr)")
+        #expect(try await rates() == "beta:-,wowa:50")
+        #expect(try await listed() == ["wowa": "50", "beta": "unlimited"])
+
+        let lifted = try await pushctl.run(["app", "set-rate", "--code", "wowa", "--unlimited"], environment: env)
+        #expect(lifted.status == 0 && lifted.stdout == "app wowa: no send rate cap\n", "\(lifted.stdout)\(lifted.stderr)")
+        #expect(try await rates() == "beta:-,wowa:-")
+
+        _ = try await pushctl.run(["app", "set-rate", "--code", "beta", "--per-second", "7"], environment: env)
+        let refused: [([String], String)] = [
+            (["--code", "nope", "--per-second", "10"], "pushctl: no app with code 'nope'"),
+            (["--code", "nope", "--unlimited"], "pushctl: no app with code 'nope'"),
+            (["--code", "beta", "--per-second", "0"], "--per-second must be a positive whole number of sends per second, not 0"),
+            (["--code", "beta", "--per-second", "-5"], "--per-second must be a positive whole number of sends per second, not -5"),
+            (["--code", "beta", "--per-second=-5"], "--per-second must be a positive whole number of sends per second, not -5"),
+            (["--code", "beta", "--per-second", "2.5"], "The value '2.5' is invalid for '--per-second <per-second>'"),
+            (["--code", "beta", "--per-second", "99999999999"], "pushctl: the send rate must be 1 to 2147483647 sends per second, not 99999999999"),
+            (["--code", "beta"], "give --per-second N, or --unlimited"),
+            (["--code", "beta", "--per-second", "5", "--unlimited"], "give --per-second or --unlimited, not both"),
+        ]
+        for (arguments, message) in refused {
+            let result = try await pushctl.run(["app", "set-rate"] + arguments, environment: env)
+            #expect(result.status != 0 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        #expect(try await rates() == "beta:7,wowa:-")
+    }
+
+    @Test(arguments: [["--help"], ["migrate", "--help"], ["app", "--help"], ["app", "add", "--help"], ["app", "set-credentials", "--help"],
+                      ["app", "set-rate", "--help"], ["app", "list", "--help"]])
     func everyCommandHasHelp(_ arguments: [String]) async throws {
         let result = try await pushctl.run(arguments)
         #expect(result.status == 0)

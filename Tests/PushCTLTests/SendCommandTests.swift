@@ -116,6 +116,98 @@ struct SendCommandTests {
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "0")
     }
 
+    // MARK: priority and expiry (issue 24)
+
+    func run(_ arguments: [String], _ env: [String: String]) async throws -> Int64 {
+        let result = try await pushctl.run(arguments, environment: env)
+        #expect(result.status == 0, "\(arguments): \(result.stderr)")
+        return try #require(Int64(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(arguments): \(result.stdout)")
+    }
+
+    @Test func sendDefaultsToHighCampaignToBulkAndEitherTakesAnyPriority() async throws {
+        let (database, env) = try await setUp()
+        var expected: [Int64: String] = [:]
+        expected[try await run(["send", "--app", "wowa", "--user", "1", "--title", "x"], env)] = "high"
+        expected[try await run(["campaign", "--app", "wowa", "--title", "x"], env)] = "bulk"
+        for priority in ["high", "normal", "bulk"] {
+            expected[try await run(["send", "--app", "wowa", "--user", "1", "--title", "x", "--priority", priority], env)] = priority
+            expected[try await run(["campaign", "--app", "wowa", "--title", "x", "--priority", priority], env)] = priority
+        }
+        for (id, priority) in expected {
+            #expect(try await scalar(database, "SELECT priority FROM push_jobs WHERE id = \(id)") == priority, "job \(id)")
+        }
+        #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "8")
+        let listing = try await pushctl.run(["jobs"], environment: env)
+        let header = try #require(listing.stdout.split(separator: "\n").first)
+        #expect(header.split(separator: " ", omittingEmptySubsequences: true).prefix(4) == ["ID", "APP", "STATUS", "PRIORITY"], "\(listing.stdout)")
+    }
+
+    @Test(arguments: [("3600", 3600), ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86_400)])
+    func ttlIsSecondsOrAUnitAndCountsFromTheSendTime(_ ttl: String, _ seconds: Int) async throws {
+        let (database, env) = try await setUp()
+        let id = try await run(["campaign", "--app", "wowa", "--title", "x", "--at", "2030-01-01T09:00:00Z", "--ttl", ttl], env)
+        #expect(try await scalar(database, "SELECT extract(epoch FROM expires_at - send_at)::int::text FROM push_jobs WHERE id = \(id)") == String(seconds))
+    }
+
+    @Test func expiresAtIsStoredAndJobsShowPriorityExpiryAndExpiredCounts() async throws {
+        let (database, env) = try await setUp()
+        let lasting = try await run(["campaign", "--app", "wowa", "--title", "x", "--priority", "normal", "--expires-at", "2030-01-01T10:00:00+01:00"], env)
+        #expect(try await scalar(database, "SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') FROM push_jobs WHERE id = \(lasting)")
+                == "2030-01-01 09:00")
+        let expiring = try await run(["send", "--app", "wowa", "--user", "1", "--user", "2", "--title", "x", "--ttl", "1"], env)
+        let plain = try await run(["send", "--app", "wowa", "--user", "3", "--title", "x"], env)
+        try await Task.sleep(for: .milliseconds(1100))
+        // What every worker runs each second.
+        try await database.withClient { client in _ = try await client.query("SELECT push_expire_jobs()") }
+
+        let detail = try await pushctl.run(["job", String(expiring)], environment: env)
+        #expect(detail.stdout.contains("job \(expiring) (app wowa): completed, priority high"), "\(detail.stdout)")
+        #expect(detail.stdout.contains(", expires at 20") && detail.stdout.contains(", finished 20"), "\(detail.stdout)")
+        #expect(detail.stdout.contains("audience 2: sent 0, failed 0, skipped 2 (2 expired), pending 0"), "\(detail.stdout)")
+        let other = try await pushctl.run(["job", String(lasting)], environment: env)
+        #expect(other.stdout.contains("queued, priority normal") && other.stdout.contains("expires at 2030-01-01T09:00:00.000Z")
+                && other.stdout.contains("skipped 0 (0 expired), pending 3"), "\(other.stdout)")
+        let never = try await pushctl.run(["job", String(plain)], environment: env)
+        #expect(!never.stdout.contains("expire") && never.stdout.contains("audience 1: sent 0, failed 0, skipped 0, pending 1"), "\(never.stdout)")
+
+        let listing = try await pushctl.run(["jobs"], environment: env)
+        let rows = listing.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        try #require(rows.count == 4, "\(listing.stdout)")
+        #expect(rows[0] == ["ID", "APP", "STATUS", "PRIORITY", "SEND", "AT", "EXPIRES", "AT", "AUDIENCE", "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING"])
+        // ID APP STATUS PRIORITY SEND-AT EXPIRES-AT AUDIENCE SENT FAILED SKIPPED EXPIRED PENDING
+        #expect(rows[1][0] == String(plain) && rows[1][3] == "high" && rows[1][5] == "-" && rows[1][10] == "0")
+        #expect(rows[2][0] == String(expiring) && rows[2][2] == "completed" && Array(rows[2][6...]) == ["2", "0", "0", "2", "2", "0"], "\(rows[2])")
+        #expect(rows[3][0] == String(lasting) && rows[3][3] == "normal" && rows[3][5] == "2030-01-01T09:00:00.000Z")
+    }
+
+    @Test func badPriorityOrExpiryIsRefusedClearlyAndQueuesNothing() async throws {
+        let (database, env) = try await setUp()
+        let cases: [([String], String)] = [
+            (["send", "--app", "wowa", "--user", "1", "--title", "x", "--priority", "urgent"],
+             "The value 'urgent' is invalid for '--priority <priority>'. Please provide one of 'high', 'normal' or 'bulk'."),
+            (["campaign", "--app", "wowa", "--title", "x", "--priority", "HIGH"], "Please provide one of 'high', 'normal' or 'bulk'"),
+            (["campaign", "--app", "wowa", "--title", "x", "--expires-at", "2020-01-01T00:00:00Z"], "pushctl: --expires-at: expires_at 2020-01-01"),
+            (["campaign", "--app", "wowa", "--title", "x", "--at", "2030-01-01T10:00:00Z", "--expires-at", "2030-01-01T09:00:00Z"],
+             "is not after send_at"),
+            (["campaign", "--app", "wowa", "--title", "x", "--at", "2020-01-01T10:00:00Z", "--ttl", "60"], "pushctl: --ttl: expires_at 2020-01-01"),
+            (["campaign", "--app", "wowa", "--title", "x", "--expires-at", "tomorrow"], "--expires-at 'tomorrow' is not an ISO 8601 time"),
+            (["send", "--app", "wowa", "--user", "1", "--title", "x", "--expires-at", "2030-01-01T00:00:00Z", "--ttl", "60"],
+             "give --expires-at or --ttl, not both"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "0"], "expected a positive whole number of seconds, or of s, m, h or d"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "-5"], "expected a positive whole number of seconds"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "5x"], "expected a positive whole number of seconds"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "1.5h"], "expected a positive whole number of seconds"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "h"], "expected a positive whole number of seconds"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "9999999999999"], "pushctl: --ttl: interval out of range"),
+        ]
+        for (arguments, message) in cases {
+            let result = try await pushctl.run(arguments, environment: env)
+            #expect(result.status != 0, "\(arguments)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "0")
+    }
+
     @Test(arguments: ["send", "campaign", "jobs", "job", "cancel", "prune"])
     func everyNewCommandHasHelp(_ command: String) async throws {
         let result = try await pushctl.run([command, "--help"])
