@@ -85,7 +85,7 @@ public struct AppDirectory: Sendable {
     }
 
     /// Caps the app's first sends per second, shared by every worker (`apps.max_sends_per_second`);
-    /// nil lifts the cap. Workers see the change at their next send.
+    /// nil lifts the cap. Running workers follow the change.
     public func setRate(code: String, perSecond: Int?) async throws -> App {
         // The column is an integer.
         if let perSecond, !(1...Int(Int32.max)).contains(perSecond) { throw AppDirectoryError.invalidRate(perSecond) }

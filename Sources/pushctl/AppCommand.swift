@@ -53,8 +53,8 @@ struct AppCommand: AsyncParsableCommand {
             commandName: "set-rate",
             abstract: "Cap an app's sends per second, across all workers (or lift the cap with --unlimited).",
             discussion: """
-                The cap is the app's, shared by every running worker (not per worker); workers apply a \
-                change at their next send, without a restart. New apps are unlimited.
+                The cap is the app's, shared by every running worker (not per worker); workers follow a \
+                change without a restart. New apps are unlimited.
                 """)
 
         @OptionGroup var database: DatabaseOptions
