@@ -20,3 +20,11 @@ busy_secs() {  # busy_secs "BUSY0 TOTAL0" "BUSY1 TOTAL1": CPU seconds of the who
         printf "%.1f", (y[1] - x[1]) / hz }'
 }
 delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }   # delta BEFORE AFTER
+# One cluster's postgres processes: the postmaster PID (with the backends it has reaped: cutime,
+# cstime) and its live children. Other clusters on the machine (a test suite's) are left out.
+pg_cluster_cpu_secs() {  # pg_cluster_cpu_secs POSTMASTER_PID
+    { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v hz="$(getconf CLK_TCK)" -v pm="$1" '
+        { pid = $1; sub(/^[0-9]+ \([^)]*\) /, "")
+          if (pid == pm) t += $12 + $13 + $14 + $15; else if ($2 == pm) t += $12 + $13 }
+        END { printf "%.1f", t / hz }'
+}
