@@ -56,6 +56,9 @@ struct DispatchStateMachine {
         /// Of `recheckJobs`, those still running.
         let runningJobs: Set<Int64>
         let cursor: ClaimCursor
+        /// The claim stopped before its limit on purpose (to hand over high-priority deliveries
+        /// at once): more may be found.
+        var stoppedEarly = false
     }
 
     /// What the I/O layer carries out.
@@ -83,6 +86,8 @@ struct DispatchStateMachine {
     private var ready = ReadyLanes()
     var waiting: [DeliveryQueue.Claimed] { ready.all }
     private var claimInFlight = false
+    /// A high-priority claim runs beside the usual one, so that it never waits for it.
+    private var highClaimInFlight = false
     /// A hint came since the last claim: a high-priority job may be waiting for one.
     private var hintedSinceClaim = true
     /// A hint came since the last claim that read the due audiences.
@@ -129,14 +134,14 @@ struct DispatchStateMachine {
     /// After the events that woke the loop: what to send from the ready deliveries into the free
     /// slots, whether to claim, and whether the loop is done (stopping, nothing in flight).
     mutating func poll(now: ContinuousClock.Instant, stopping: Bool, date: Date = Date()) -> (actions: [Action], done: Bool) {
-        if stopping { return ([], running == 0 && !claimInFlight) }
+        if stopping { return ([], running == 0 && !claimInFlight && !highClaimInFlight) }
         var actions: [Action] = []
         let admission = reachability.admission(now: now)
         var stale = false
         if admission != .closed {
             stale = refill(probe: admission == .probe, now: now, date: date, into: &actions)
         }
-        guard !claimInFlight, admission != .closed else { return (actions, false) }
+        guard admission != .closed else { return (actions, false) }
         let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
         // ~0.4 ms besides its rows) and start while half a capacity's worth is still ready, so
@@ -147,30 +152,33 @@ struct DispatchStateMachine {
         } else {
             wanted = mayFindMore && held <= concurrency + concurrency / 2 ? 2 * concurrency - held : 0
         }
-        // Holding enough already, after a hint: only high-priority audiences, a little past
-        // the usual holding, so that they go out with the next free slots.
-        let urgent = wanted == 0 && admission == .unrestricted && hintedSinceClaim
         // A job check at most every tenth of the freshness, whatever keeps the ready ones waiting.
         let recheck = stale && running < concurrency && nextRecheck.map { now >= $0 } ?? true
-        guard wanted > 0 || urgent || recheck else { return (actions, false) }
-        claimInFlight = true
-        nextRecheck = now + Self.runningFreshness / 10
-        var request = ClaimRequest(
-            limit: wanted, pausedApps: pausedApps(now: now), failedJobs: Array(failedJobs),
-            freshJobs: Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys),
-            recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor,
-            backoff: Self.databaseBackoff(failures: databaseFailures + 1))
-        if wanted > 0 {
-            request.refreshAudiences = audiencesStale
-            audiencesStale = false
+        let freshJobs = Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys)
+        let backoff = Self.databaseBackoff(failures: databaseFailures + 1)
+        if !claimInFlight && (wanted > 0 || recheck) {
+            claimInFlight = true
+            nextRecheck = now + Self.runningFreshness / 10
+            var request = ClaimRequest(
+                limit: wanted, pausedApps: pausedApps(now: now), failedJobs: Array(failedJobs), freshJobs: freshJobs,
+                recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor, backoff: backoff)
+            if wanted > 0 {
+                // It expands high-priority audiences first, and returns with them at once.
+                request.refreshAudiences = audiencesStale
+                audiencesStale = false
+                hintedSinceClaim = false
+            }
+            actions.append(.claim(request))
+        } else if hintedSinceClaim && admission == .unrestricted && !highClaimInFlight {
+            // The usual claim is on its way or not wanted (enough held): high-priority audiences
+            // are claimed beside it, a little past the usual holding, so that they go out with
+            // the next free slots.
+            highClaimInFlight = true
             hintedSinceClaim = false
-        } else if urgent {
-            request = ClaimRequest(limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: request.pausedApps,
-                                   failedJobs: request.failedJobs, freshJobs: request.freshJobs, recheckJobs: request.recheckJobs,
-                                   cursor: cursor, backoff: request.backoff)
-            hintedSinceClaim = false
+            actions.append(.claim(ClaimRequest(
+                limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: pausedApps(now: now),
+                failedJobs: Array(failedJobs), freshJobs: freshJobs, recheckJobs: [], cursor: cursor, backoff: backoff)))
         }
-        actions.append(.claim(request))
         return (actions, false)
     }
 
@@ -238,11 +246,15 @@ struct DispatchStateMachine {
     /// The claim `request` found `result`: its deliveries join the ready ones (and go out as
     /// the next poll refills the slots); ready deliveries of jobs that ended are marked so.
     mutating func claimed(_ result: ClaimResult, for request: ClaimRequest, now: ContinuousClock.Instant) -> [Action] {
-        claimInFlight = false
         databaseFailures = 0
-        cursor = result.cursor
-        // A claim of high priority only says nothing about the rest.
-        if request.limit > 0 && request.priority == nil { mayFindMore = result.claimed.count >= request.limit }
+        if request.priority == nil {
+            claimInFlight = false
+            cursor = result.cursor
+            if request.limit > 0 { mayFindMore = result.claimed.count >= request.limit || result.stoppedEarly }
+        } else {
+            // A claim of high priority only says nothing about the rest, and leaves the cursor.
+            highClaimInFlight = false
+        }
         for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
         for (id, entry) in jobs where now - entry.loaded > Self.jobMemory {
@@ -269,8 +281,8 @@ struct DispatchStateMachine {
     }
 
     /// The claim's queries failed (and the I/O layer waited `request.backoff`).
-    mutating func claimFailed() {
-        claimInFlight = false
+    mutating func claimFailed(_ request: ClaimRequest) {
+        if request.priority == nil { claimInFlight = false } else { highClaimInFlight = false }
         databaseFailures += 1
     }
 
@@ -290,13 +302,18 @@ struct DispatchStateMachine {
     mutating func answered(_ attempts: [Attempt], now: ContinuousClock.Instant, date: Date = Date()) -> [Action] {
         running -= attempts.count
         var write = Outbox.Batch()
+        // Someone waits for a high-priority result: written apart, at once, not with the rest.
+        var urgent = Outbox.Batch(urgent: true)
         var actions: [Action] = []
         for attempt in attempts {
-            decide(attempt, now: now, date: date, write: &write, actions: &actions)
-            // Someone waits for a high-priority result: written without the usual gathering.
-            if attempt.job.priority == .high { write.urgent = true }
+            if attempt.job.priority == .high {
+                decide(attempt, now: now, date: date, write: &urgent, actions: &actions)
+            } else {
+                decide(attempt, now: now, date: date, write: &write, actions: &actions)
+            }
         }
         if !write.isEmpty { actions.append(.write(write)) }
+        if !urgent.isEmpty { actions.append(.write(urgent)) }
         return Self.countedTogether(actions)
     }
 

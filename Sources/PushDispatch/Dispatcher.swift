@@ -21,6 +21,7 @@ public struct Dispatcher: Service {
     let logger: Logger
     let inbox = AttemptInbox()
     let outbox = Outbox()
+    let urgentOutbox = Outbox(urgent: true)
     let inFlight = InFlightDeliveries()
 
     init(configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, fcm: FCMClient, metrics: DispatchMetrics, logger: Logger) {
@@ -42,12 +43,16 @@ public struct Dispatcher: Service {
                 companions.addTask { await measureQueue() }
                 companions.addTask { await expireJobs() }
                 await withTaskGroup(of: Bool.self) { pipeline in
-                    pipeline.addTask { await writeResults() }
+                    pipeline.addTask { await writeResults(from: outbox) }
+                    pipeline.addTask { await writeResults(from: urgentOutbox) }
                     let unsent = await dispatchLoop()
                     outbox.close()
+                    urgentOutbox.close()
                     // Released only once every result is written: a released chunk is taken
                     // over for its devices without a row.
-                    if await pipeline.next() == true { await release(unsent) }
+                    var written = true
+                    for await done in pipeline { written = written && done }
+                    if written { await release(unsent) }
                 }
                 companions.cancelAll()
             }
@@ -91,7 +96,7 @@ public struct Dispatcher: Service {
                 for claim in events.claims {
                     switch claim.result {
                     case .success(let result): perform(machine.claimed(result, for: claim.request, now: .now), in: &group)
-                    case .failure: machine.claimFailed()
+                    case .failure: machine.claimFailed(claim.request)
                     }
                 }
                 if !events.attempts.isEmpty {
@@ -125,7 +130,7 @@ public struct Dispatcher: Service {
                     inbox.add(ClaimOutcome(request: request, result: await claim(request)))
                 }
             case .write(let batch):
-                outbox.add { $0.merge(batch) }
+                (batch.urgent ? urgentOutbox : outbox).add { $0.merge(batch) }
             case .keepLeased(let leases):
                 inFlight.insert(leases)
             case .forgetLeased(let leases):
@@ -174,6 +179,7 @@ public struct Dispatcher: Service {
         var cursor = request.cursor
         var claimed: [DeliveryQueue.Claimed] = []
         var running: Set<Int64> = []
+        var stoppedEarly = false
         var failure: (any Error)?
         do {
             if !request.recheckJobs.isEmpty { running = try await queue.running(request.recheckJobs) }
@@ -195,7 +201,9 @@ public struct Dispatcher: Service {
                 }
                 if claimed.count < limit { cursor.nextDueClaim = now + Self.dueClaimPause }
             }
-            if claimed.count < limit { try await expandAudiences(upTo: limit, into: &claimed, request: request, cursor: &cursor) }
+            if claimed.count < limit {
+                stoppedEarly = try await expandAudiences(upTo: limit, into: &claimed, request: request, cursor: &cursor)
+            }
         } catch {
             failure = error
         }
@@ -221,21 +229,21 @@ public struct Dispatcher: Service {
                 return .failure(failure)
             }
         }
-        return .success(.init(claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor))
+        return .success(.init(claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor, stoppedEarly: stoppedEarly))
     }
 
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
     /// leased to this worker, shared among the audiences by ``AudienceShares``. The list of such
     /// jobs is read again when it runs out, after a hint and at least every poll interval (a
-    /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own.
+    /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own. True when
+    /// it stopped early to hand high-priority deliveries over at once.
     private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
-                                 cursor: inout DispatchStateMachine.ClaimCursor) async throws {
+                                 cursor: inout DispatchStateMachine.ClaimCursor) async throws -> Bool {
         let now = ContinuousClock.now
         if let priority = request.priority {
             var audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
                                                            priority: priority, limit: Self.audiencesRead)
-            try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
-            return
+            return try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
         }
         if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
             cursor.audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
@@ -245,7 +253,7 @@ public struct Dispatcher: Service {
         let paused = Set(request.pausedApps), failed = Set(request.failedJobs)
         cursor.audiences.removeAll { paused.contains($0.app) || failed.contains($0.job) }
         cursor.expansions += 1
-        try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed)
+        return try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed)
     }
 
     /// Due audiences read at a time: enough to see several apps' jobs of each priority.
@@ -253,14 +261,17 @@ public struct Dispatcher: Service {
 
     /// Expands `audiences` as ``AudienceShares`` plans, again with what is left until `limit` is
     /// reached or nothing more comes; drops those that are complete. A rate-capped app's share is
-    /// what its budget grants; an app with none left is passed over for this claim.
+    /// what its budget grants; an app with none left is passed over for this claim. Once a pass
+    /// took high-priority deliveries it returns true at once: they go out while the next claim
+    /// takes the rest.
     private func expand(_ audiences: inout [DeliveryQueue.Audience], upTo limit: Int, turn: Int,
-                        into claimed: inout [DeliveryQueue.Claimed]) async throws {
+                        into claimed: inout [DeliveryQueue.Claimed]) async throws -> Bool {
         var spent: Set<Int64> = []
         while claimed.count < limit {
             let plan = AudienceShares.plan(audiences.filter { !spent.contains($0.app) }, room: limit - claimed.count, turn: turn)
-            guard !plan.isEmpty else { return }
+            guard !plan.isEmpty else { return false }
             var progressed = false
+            var tookHigh = false
             for (audience, share) in plan {
                 var granted = share
                 if audience.rateCapped {
@@ -275,7 +286,10 @@ public struct Dispatcher: Service {
                 if audience.rateCapped && expanded.claimed.count < granted {
                     _ = try await queue.takeSendBudget(app: audience.app, wanted: expanded.claimed.count - granted)
                 }
-                if !expanded.claimed.isEmpty { progressed = true }
+                if !expanded.claimed.isEmpty {
+                    progressed = true
+                    if audience.priority == .high { tookHigh = true }
+                }
                 if expanded.complete {
                     progressed = true
                     audiences.removeAll { $0.job == audience.job }
@@ -283,8 +297,10 @@ public struct Dispatcher: Service {
                     outbox.add { _ = $0.touchedJobs.insert(audience.job) }
                 }
             }
-            if !progressed { return }
+            if tookHigh && claimed.count < limit { return true }
+            if !progressed { return false }
         }
+        return false
     }
 
     /// Sends a claimed batch, a request per delivery, each job's share with its app's access
@@ -339,10 +355,10 @@ public struct Dispatcher: Service {
 
     // MARK: Writing
 
-    /// Writes the outbox every 50 ms, or at once when a batch is full; after the send loop
-    /// closes it, writes what is left and returns true. A failed write is kept and retried;
-    /// false when it gave up at a shutdown.
-    private func writeResults() async -> Bool {
+    /// Writes `outbox` every 50 ms, or at once when a batch is full (an urgent outbox at each
+    /// addition); after the send loop closes it, writes what is left and returns true. A failed
+    /// write is kept and retried; false when it gave up at a shutdown.
+    private func writeResults(from outbox: Outbox) async -> Bool {
         var failures = 0
         while true {
             let (batch, closed) = outbox.take()

@@ -14,8 +14,8 @@ final class Outbox: Sendable {
         var finishedChunks: [Int64] = []
         /// Apps whose project a send just proved (the first success per project in this worker).
         var provenProjects: [(appID: Int64, projectID: String)] = []
-        /// Written at once rather than gathered for the writer's interval: results someone
-        /// waits for (a high-priority job's).
+        /// Written apart and at once rather than gathered for the writer's interval: results
+        /// someone waits for (a high-priority job's).
         var urgent = false
 
         var isEmpty: Bool {
@@ -30,26 +30,33 @@ final class Outbox: Sendable {
             touchedJobs.formUnion(other.touchedJobs)
             finishedChunks += other.finishedChunks
             provenProjects += other.provenProjects
-            urgent = urgent || other.urgent
         }
     }
 
     private let state = Mutex<(batch: Batch, closed: Bool)>((Batch(), false))
-    /// Wakes the writer early when a batch is full or urgent, or when the outbox closes.
+    /// Wakes the writer early when a batch is full, or when the outbox closes; at every
+    /// addition for an urgent outbox.
     let full = WakeSignal()
     static let batchSize = 512
+    /// High-priority results, with their own writer: never behind a campaign's batch.
+    let urgent: Bool
+
+    init(urgent: Bool = false) {
+        self.urgent = urgent
+        state.withLock { $0.batch.urgent = urgent }
+    }
 
     func add(_ change: (inout Batch) -> Void) {
-        let (count, urgent) = state.withLock { state in
+        let count = state.withLock { state in
             change(&state.batch)
-            return (state.batch.results.count, state.batch.urgent)
+            return state.batch.results.count
         }
         if count >= Self.batchSize || urgent { full.signal() }
     }
 
     func take() -> (batch: Batch, closed: Bool) {
         state.withLock { state in
-            defer { state.batch = Batch() }
+            defer { state.batch = Batch(urgent: urgent) }
             return (state.batch, state.closed)
         }
     }

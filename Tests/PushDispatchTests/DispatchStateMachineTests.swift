@@ -250,7 +250,7 @@ struct DispatchStateMachineTests {
         _ = machine.answered(answer(Self.delivery(1), .answered(.sent(messageID: "m"), elapsed: nil)), now: at(1))
         let fresh = try #require(Self.claimRequest(machine.poll(now: at(1), stopping: false).actions))
         #expect(fresh.freshJobs == [1] && fresh.backoff == .milliseconds(500))
-        machine.claimFailed()
+        machine.claimFailed(fresh)
         let again = try #require(Self.claimRequest(machine.poll(now: at(6), stopping: false).actions))
         // Read over five seconds ago: its credentials are read again; the backoff doubles.
         #expect(again.freshJobs.isEmpty && again.backoff == .seconds(1))
@@ -281,7 +281,18 @@ struct DispatchStateMachineTests {
         // Its result is written at once, not gathered with the campaign's.
         let answered = DispatchStateMachine.Attempt(claimed: single, job: high, result: .success(.answered(.sent(messageID: "m"), elapsed: nil)),
                                                    probe: false)
-        #expect(Self.written(machine.answered(answered, now: at(0))).urgent)
+        let writes = machine.answered(answered, now: at(0)).compactMap { if case .write(let batch) = $0 { batch } else { nil } }
+        #expect(writes.count == 1 && writes[0].urgent && writes[0].results.map(\.deviceID) == [100])
+        // While the usual claim is on its way, a hint brings a high-priority claim beside it.
+        for index in 1...3 { _ = machine.answered(answer(campaign[index], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0)) }
+        let usual = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
+        #expect(usual.priority == nil && usual.limit > 0)
+        machine.hinted()
+        let beside = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
+        #expect(beside.priority == .high && beside.recheckJobs.isEmpty)
+        _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: beside.cursor), for: beside, now: at(0))
+        // The usual one is still awaited: no second one.
+        #expect(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions) == nil)
     }
 
     @Test func readyDeliveriesPastTheirJobsExpiryAreSkippedNotSent() throws {
