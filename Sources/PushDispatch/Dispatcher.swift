@@ -180,6 +180,7 @@ public struct Dispatcher: Service {
         var claimed: [DeliveryQueue.Claimed] = []
         var running: Set<Int64> = []
         var stoppedEarly = false
+        var loaded: [DeliveryQueue.Job] = []
         var failure: (any Error)?
         do {
             if !request.recheckJobs.isEmpty { running = try await queue.running(request.recheckJobs) }
@@ -202,18 +203,19 @@ public struct Dispatcher: Service {
                 if claimed.count < limit { cursor.nextDueClaim = now + Self.dueClaimPause }
             }
             if claimed.count < limit {
-                stoppedEarly = try await expandAudiences(upTo: limit, into: &claimed, request: request, cursor: &cursor)
+                stoppedEarly = try await expandAudiences(upTo: limit, into: &claimed, request: request, cursor: &cursor,
+                                                         loaded: &loaded)
             }
         } catch {
             failure = error
         }
-        var loaded: [DeliveryQueue.Job] = []
         // Ready deliveries' jobs too: a job forgotten while its deliveries waited (an outage
         // longer than the job memory) is read again, or they would wait for good.
         let unknown = Set(claimed.map(\.jobID)).union(request.recheckJobs).subtracting(request.freshJobs)
+            .subtracting(loaded.map(\.id))
         if !unknown.isEmpty && failure == nil {
             do {
-                loaded = try await queue.jobs(unknown.sorted())
+                loaded += try await queue.jobs(unknown.sorted())
             } catch {
                 failure = error
             }
@@ -235,15 +237,20 @@ public struct Dispatcher: Service {
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
     /// leased to this worker, shared among the audiences by ``AudienceShares``. The list of such
     /// jobs is read again when it runs out, after a hint and at least every poll interval (a
-    /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own. True when
-    /// it stopped early to hand high-priority deliveries over at once.
+    /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own, and the
+    /// details of its jobs (`loaded`) while it expands them, since they are new. True when it
+    /// stopped early to hand high-priority deliveries over at once.
     private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
-                                 cursor: inout DispatchStateMachine.ClaimCursor) async throws -> Bool {
+                                 cursor: inout DispatchStateMachine.ClaimCursor, loaded: inout [DeliveryQueue.Job]) async throws -> Bool {
         let now = ContinuousClock.now
         if let priority = request.priority {
             var audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
                                                            priority: priority, limit: Self.audiencesRead)
-            return try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
+            let unknown = audiences.map(\.job).filter { !request.freshJobs.contains($0) }
+            async let details = unknown.isEmpty ? [] : queue.jobs(unknown)
+            let stopped = try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
+            loaded = try await details
+            return stopped
         }
         if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
             cursor.audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
@@ -331,7 +338,8 @@ public struct Dispatcher: Service {
             return
         }
         let expired = Mutex<[Int]>([])
-        await fcm.send(sends, projectID: account.projectID, accessToken: token) { index, answer in
+        let express = job.priority == .high
+        await fcm.send(sends, projectID: account.projectID, accessToken: token, express: express) { index, answer in
             if case .answered(.unauthenticated, _) = answer {
                 expired.withLock { $0.append(index) }
             } else {
@@ -345,7 +353,7 @@ public struct Dispatcher: Service {
         await tokens.invalidate(token, for: account)
         do {
             let fresh = try await tokens.token(for: account)
-            await fcm.send(refused.map { sends[$0] }, projectID: account.projectID, accessToken: fresh) { index, answer in
+            await fcm.send(refused.map { sends[$0] }, projectID: account.projectID, accessToken: fresh, express: express) { index, answer in
                 report(Attempt(claimed: claims[refused[index]].claimed, job: job, result: .success(answer), probe: probe))
             }
         } catch {

@@ -25,11 +25,19 @@ public struct FCMClient: Sendable {
     }
 
     let pool: FCMConnectionPool
+    /// High-priority sends' own connection.
+    let expressPool: FCMConnectionPool
     let timeout: Duration
 
+    /// Streams the express connection opens before a second one.
+    static let expressConcurrency = 64
+
     /// Sends every message of `sends` for one project with one access token; `onAnswer` gets
-    /// each answer (by index in `sends`) as it comes. Returns once all are answered.
-    func send(_ sends: [Send], projectID: String, accessToken: String, onAnswer: @escaping @Sendable (Int, Answer) -> Void) async {
+    /// each answer (by index in `sends`) as it comes. Returns once all are answered. `express`:
+    /// on the high-priority connection.
+    func send(_ sends: [Send], projectID: String, accessToken: String, express: Bool = false,
+              onAnswer: @escaping @Sendable (Int, Answer) -> Void) async {
+        let pool = express ? expressPool : pool
         let path = "\(pool.endpoint.pathPrefix)/v1/projects/\(projectID)/messages:send"
         let requests = sends.map { FCMRequest(path: path, body: $0.message.body(target: $0.target, type: $0.type)) }
         let refused = Mutex<[Int]>([])
@@ -66,6 +74,7 @@ public struct FCMClient: Sendable {
 
     func close() async {
         await pool.close()
+        await expressPool.close()
     }
 }
 

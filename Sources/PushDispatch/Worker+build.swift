@@ -72,5 +72,9 @@ func makeHTTPClient(_ configuration: DispatchConfiguration, tls: TLSConfiguratio
 func makeFCMClient(_ configuration: DispatchConfiguration, tls: TLSConfiguration) throws -> FCMClient {
     let pool = try FCMConnectionPool(endpoint: FCMEndpoint.parse(configuration.fcmBaseURL), concurrency: configuration.concurrency,
                                      tlsConfiguration: tls)
-    return FCMClient(pool: pool, timeout: configuration.fcmRequestTimeout)
+    // One connection (FCM allows 100 streams on each) for high-priority sends: never queued
+    // behind a campaign's requests in a connection's buffers and the server's reading of it.
+    let express = try FCMConnectionPool(endpoint: FCMEndpoint.parse(configuration.fcmBaseURL),
+                                        concurrency: min(configuration.concurrency, FCMClient.expressConcurrency), tlsConfiguration: tls)
+    return FCMClient(pool: pool, expressPool: express, timeout: configuration.fcmRequestTimeout)
 }
