@@ -88,8 +88,8 @@ struct DispatchStateMachine {
     private var claimInFlight = false
     /// A high-priority claim runs beside the usual one, so that it never waits for it.
     private var highClaimInFlight = false
-    /// A hint came since the last claim: a high-priority job may be waiting for one.
-    private var hintedSinceClaim = true
+    /// A hint came since the last high-priority claim: a high-priority job may be waiting.
+    private var hintedSinceClaim = false
     /// A hint came since the last claim that read the due audiences.
     private var audiencesStale = true
     private var nextRecheck: ContinuousClock.Instant?
@@ -166,13 +166,13 @@ struct DispatchStateMachine {
                 // It expands high-priority audiences first, and returns with them at once.
                 request.refreshAudiences = audiencesStale
                 audiencesStale = false
-                hintedSinceClaim = false
             }
             actions.append(.claim(request))
-        } else if hintedSinceClaim && admission == .unrestricted && !highClaimInFlight {
-            // The usual claim is on its way or not wanted (enough held): high-priority audiences
-            // are claimed beside it, a little past the usual holding, so that they go out with
-            // the next free slots.
+        }
+        if hintedSinceClaim && admission == .unrestricted && !highClaimInFlight {
+            // After a hint, high-priority audiences are claimed beside the usual claim (which
+            // first takes due retries and expired leases), a little past the usual holding, so
+            // that they go out with the next free slots.
             highClaimInFlight = true
             hintedSinceClaim = false
             actions.append(.claim(ClaimRequest(
