@@ -129,13 +129,15 @@ struct SchedulingTests {
                 fixture, "SELECT extract(epoch FROM max(created_at) - min(created_at))::float8 FROM push_deliveries WHERE job_id = \(job)",
                 as: Double.self)
             #expect(span >= 1.6, "300 deliveries capped at 100/s took \(span) s")
-            let firstSecond = try await Self.value(
+            let firstHalfSecond = try await Self.value(
                 fixture,
                 """
                 SELECT count(*)::int FROM push_deliveries
-                 WHERE job_id = \(job) AND created_at < (SELECT min(created_at) FROM push_deliveries WHERE job_id = \(job)) + interval '0.9 s'
+                 WHERE job_id = \(job) AND created_at < (SELECT min(created_at) FROM push_deliveries WHERE job_id = \(job)) + interval '0.5 s'
                 """, as: Int.self)
-            #expect(firstSecond <= 200, "\(firstSecond) deliveries in the first 0.9 s at a cap of 100/s")
+            // The burst (100) and half a second's refill (50), and some slack: rows are written
+            // in batches after their sends. Uncapped, all 300 go in the first tenth of a second.
+            #expect(firstHalfSecond <= 200, "\(firstHalfSecond) deliveries written in the first 0.5 s at a cap of 100/s")
         }
     }
 
