@@ -65,12 +65,10 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."   # repo root: paths below are relative to it
+source bench/lib/stack.sh   # log, die, sql and the stack's steps, shared with bench/latency and bench/registration
 BENCH=bench/fanout
 OUT=bench/out
 mkdir -p "$OUT"
-
-log() { echo "==> $*" >&2; }
-die() { echo "run.sh: error: $*" >&2; exit 1; }
 
 # Mode knobs first: they change other knobs' defaults.
 ENDPOINT=${ENDPOINT:-emulator}
@@ -160,42 +158,22 @@ WORKER_PID=
 EMULATOR_PID=
 NGINX_PID=
 STARTED_PG=0
-stop_pid() {  # stop_pid PID NAME SECONDS: SIGTERM, wait, then SIGKILL
-    local pid=$1 name=$2 secs=$3
-    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
-    log "stopping $name (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $((secs * 10))); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-}
 cleanup() {
     local rc=$?
     stop_pid "$WORKER_PID" push-worker 30
     stop_pid "$EMULATOR_PID" fcm-emulator 10
     stop_pid "$NGINX_PID" nginx 10   # SIGTERM: the master stops its worker (SIGKILL would leave it holding the port)
-    if [[ $STARTED_PG == 1 ]]; then
-        log "stopping local PostgreSQL"
-        scripts/pg-local.sh stop "$OUT/fanout-pg" || true
-    fi
+    stop_local_pg "$OUT/fanout-pg"
     exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM   # route signals through the EXIT trap
 
 # ------------------------------------------------------------------ tools
-apt_install() {
-    [[ $(id -u) -eq 0 ]] || die "install Debian package $1 (needs root)"
-    log "installing $1"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >&2 \
-        || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >&2; }
-}
-need_apt() {  # install a Debian package when a command is missing
-    command -v "$1" >/dev/null || apt_install "$2"
-}
-need_apt h2load nghttp2-client
-need_apt psql postgresql-client
-need_apt curl curl
-need_apt openssl openssl
+need_cmd h2load nghttp2-client
+need_cmd psql postgresql-client
+need_cmd curl curl
+need_cmd openssl openssl
 [[ $ENDPOINT != nginx ]] || [[ -x $NGINX ]] || apt_install nginx-light
 [[ $ENDPOINT != nginx ]] || [[ -x $NGINX ]] || die "$NGINX not found after installing nginx-light"
 command -v python3 >/dev/null || die "python3 not found"
@@ -209,17 +187,9 @@ if [[ $SKIP_SDK != 1 ]] && ! "$VENV/bin/python" -c 'import firebase_admin' 2>/de
 fi
 
 # ------------------------------------------------------------------ build
-PRODUCTS=(push-worker fcm-emulator pushctl)
-for p in "${PRODUCTS[@]}"; do
-    if [[ ${SKIP_BUILD:-} == 0 ]] || { [[ -z ${SKIP_BUILD:-} ]] && [[ ! -x $BIN/$p ]]; }; then
-        log "building $p (release)"
-        swift build -c release --product "$p"
-    fi
-    [[ -x $BIN/$p ]] || die "missing $BIN/$p (build it, or unset SKIP_BUILD)"
-done
+build_release "$BIN" push-worker fcm-emulator pushctl
 
 # ------------------------------------------------------------------ ports
-port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 port_busy "$EMULATOR_PORT" && die "something already listens on 127.0.0.1:$EMULATOR_PORT; set EMULATOR_PORT"
 port_busy "$METRICS_PORT" && die "something already listens on 127.0.0.1:$METRICS_PORT; set METRICS_PORT"
 [[ $ENDPOINT != nginx ]] || ! port_busy "$NGINX_PORT" || die "something already listens on 127.0.0.1:$NGINX_PORT; set NGINX_PORT"
@@ -229,109 +199,39 @@ port_busy "$METRICS_PORT" && die "something already listens on 127.0.0.1:$METRIC
 # A throw-away RSA key each run; the emulator learns its public key from the same file.
 SA=$OUT/fanout-sa.json
 TOKEN_URL=https://127.0.0.1:$EMULATOR_PORT/token
-openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$OUT/fanout-sa-key.pem" 2>/dev/null
-python3 - "$OUT/fanout-sa-key.pem" "$SA" "$PROJECT" "$TOKEN_URL" <<'EOF'
-import json, sys
-key_file, out, project, token_uri = sys.argv[1:]
-with open(key_file, encoding="ascii") as f:
-    pem = f.read()
-account = {"type": "service_account", "project_id": project, "private_key_id": "bench-key",
-           "private_key": pem, "client_email": f"bench@{project}.iam.gserviceaccount.com",
-           "token_uri": token_uri}
-with open(out, "w", encoding="utf-8") as f:
-    json.dump(account, f, indent=2)
-EOF
-rm -f "$OUT/fanout-sa-key.pem"
+make_service_account "$SA" "$PROJECT" "$TOKEN_URL"
 
 # ------------------------------------------------------------------ database
-if [[ -z ${DATABASE_URL:-} ]]; then
-    # Only stop PostgreSQL at the end if this run started it.
-    scripts/pg-local.sh status "$OUT/fanout-pg" >/dev/null 2>&1 || STARTED_PG=1
-    DATABASE_URL=$(scripts/pg-local.sh start "$OUT/fanout-pg" "$PG_PORT" | tail -n1)
-fi
-export DATABASE_URL
-log "database: $DATABASE_URL"
-
-sql() { PGOPTIONS="-c client_min_messages=warning" psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+start_local_pg "$OUT/fanout-pg" "$PG_PORT"
 
 log "migrating"
 "$BIN/pushctl" migrate
 
 # A second run finds the app already there: then only its credentials are replaced.
-if ! app_out=$("$BIN/pushctl" app add --code bench --name Bench --service-account "$SA" 2>&1); then
-    grep -qi "exist" <<<"$app_out" || { echo "$app_out" >&2; die "pushctl app add failed"; }
-    "$BIN/pushctl" app set-credentials --code bench --service-account "$SA"
-fi
+app_with_credentials "$BIN" bench Bench "$SA"
 APP_ID=$(sql "SELECT id FROM apps WHERE code = 'bench'")
-[[ $APP_ID =~ ^[0-9]+$ ]] || die "no app with code 'bench' (pushctl app add output: ${app_out:-ok})"
+[[ $APP_ID =~ ^[0-9]+$ ]] || die "no app with code 'bench' after pushctl app add"
 log "app id: $APP_ID"
 
 t0=$(now)
-sql "TRUNCATE push_deliveries, push_job_chunks, push_jobs RESTART IDENTITY"
-# Re-seed unless exactly N active bench devices of this app (and nothing else) are there.
-have=$(sql "SELECT count(*) FILTER (WHERE app_id = $APP_ID AND is_active AND token LIKE 'bench-%'), count(*) FROM push_devices")
-if [[ $have != "$N|$N" ]]; then
-    log "seeding $N devices (had: ${have/|/ bench-active of } rows)"
-    sql "TRUNCATE push_devices RESTART IDENTITY CASCADE"
-    # Token: 'bench-' || g || '-' || md5 || 100 x's, ~145 chars (FCM tokens are ~150-165);
-    # no emulator prefix rule (unregistered-, invalid-, ...) matches 'bench-'.
-    sql "INSERT INTO push_devices (user_id, app_id, token, platform)
-         SELECT g, $APP_ID, 'bench-' || g || '-' || md5(g::text) || repeat('x', 100), 'android'
-         FROM generate_series(1, $N) g"
-    sql "VACUUM ANALYZE push_devices"
-else
-    log "reusing the $N seeded devices"
-fi
-# One earlier, completed campaign to the same devices: a service that has sent before, so
-# push_deliveries has rows and statistics. Analyzed while empty, the planner believes the table
-# stays tiny as it fills and drives the result write with a scan of the whole table per batch
-# (see README.md, "A fresh push_deliveries"). HISTORY=0 measures that first-campaign case.
-if (( HISTORY > 0 )); then
-    log "seeding an earlier campaign: $HISTORY sent deliveries"
-    sql "WITH job AS (
-             INSERT INTO push_jobs (app_id, status, message, audience_cursor, audience_complete, started_at, finished_at)
-             VALUES ($APP_ID, 'completed', '{\"notification\":{\"title\":\"Earlier\"}}', $N, true, now(), now())
-             RETURNING id)
-         INSERT INTO push_deliveries (job_id, device_id, status, attempts, fcm_message_id)
-         SELECT job.id, d.id, 'sent', 1, 'projects/bench/messages/' || d.id
-           FROM job, push_devices d WHERE d.app_id = $APP_ID ORDER BY d.id LIMIT $HISTORY"
-fi
+# The jobs' tables truncated, N active bench devices of this app (and nothing else; re-seeded
+# unless they are there), and HISTORY sent deliveries of one earlier, completed campaign to the
+# same devices: a service that has sent before, so push_deliveries has rows and statistics.
+# Analyzed while empty, the planner believes the table stays tiny as it fills and drives the
+# result write with a scan of the whole table per batch (see README.md, "A fresh
+# push_deliveries"). HISTORY=0 measures that first-campaign case.
+seed_campaign_tables "$HISTORY" "$APP_ID:bench:$N"
 sql "VACUUM ANALYZE push_jobs"
 sql "VACUUM ANALYZE push_deliveries"
 T_SEED=$(elapsed "$t0")
 
 # ------------------------------------------------------------------ fcm-emulator
 log "starting fcm-emulator on 127.0.0.1:$EMULATOR_PORT${LATENCY:+, --latency $LATENCY} (log: $OUT/fanout-emulator.log)"
-EMULATOR_ARGS=()
-[[ -z $LATENCY ]] || EMULATOR_ARGS+=(--latency "$LATENCY")
-"$BIN/fcm-emulator" --port "$EMULATOR_PORT" --ca-out "$OUT/fanout-ca.pem" --service-account "$SA" \
-    --retain-messages 0 ${EMULATOR_ARGS[@]+"${EMULATOR_ARGS[@]}"} >"$OUT/fanout-emulator.out" 2>"$OUT/fanout-emulator.log" &
-EMULATOR_PID=$!
-settings=
-for i in $(seq 1 300); do   # up to 30 s
-    settings=$(grep -m1 '^FCM_BASE_URL=' "$OUT/fanout-emulator.out" || true)
-    [[ -n $settings ]] && break
-    kill -0 "$EMULATOR_PID" 2>/dev/null || { cat "$OUT/fanout-emulator.log" >&2; die "fcm-emulator exited during startup"; }
-    [[ $i == 300 ]] && { cat "$OUT/fanout-emulator.log" >&2; die "fcm-emulator printed no settings in 30 s"; }
-    sleep 0.1
-done
-setting() { tr ' ' '\n' <<<"$settings" | sed -n "s/^$1=//p"; }
-FCM_BASE_URL=$(setting FCM_BASE_URL)
-GOOGLE_TOKEN_URL=$(setting GOOGLE_TOKEN_URL)
-PUSH_CA_FILE=$(setting PUSH_CA_FILE)
+# EMULATOR_URL and EMULATOR_CA (the admin API, emulator and emulator_stats) stay the emulator's
+# whatever FCM_BASE_URL and PUSH_CA_FILE become below.
+start_emulator "$BIN" "$EMULATOR_PORT" "$OUT/fanout-ca.pem" "$OUT/fanout-emulator.out" "$OUT/fanout-emulator.log" \
+    --service-account "$SA" --retain-messages 0 ${LATENCY:+--latency "$LATENCY"}
 [[ $GOOGLE_TOKEN_URL == "$TOKEN_URL" ]] || die "emulator token URL $GOOGLE_TOKEN_URL, expected $TOKEN_URL"
-[[ -r $PUSH_CA_FILE ]] || die "emulator CA file $PUSH_CA_FILE not readable"
-log "emulator: $settings"
-# The admin API is the emulator's whatever FCM_BASE_URL becomes below.
-EMULATOR_URL=$FCM_BASE_URL
-EMULATOR_CA=$PUSH_CA_FILE
-emulator() {  # emulator METHOD PATH [CURL ARGS...]: the admin API
-    local method=$1 path=$2
-    shift 2
-    curl -fsS --cacert "$EMULATOR_CA" -X "$method" "$@" "$EMULATOR_URL$path"
-}
 
 # ------------------------------------------------------------------ nginx (ENDPOINT=nginx)
 # FCM's sends go to nginx; the token endpoint stays the emulator's (GOOGLE_TOKEN_URL), so the
@@ -404,7 +304,6 @@ if [[ $ENDPOINT == nginx ]] && (( NGINX_KEEPALIVE_REQUESTS < (N_H2 > 5000 ? N_H2
     H2LOAD_URL=https://127.0.0.1:$NGINX_H2LOAD_PORT/v1/projects/$PROJECT/messages:send
     log "h2load on nginx's second listener ($H2LOAD_URL, keepalive_requests 1000000): it does not reconnect after a GOAWAY"
 fi
-stat_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1"; }
 source bench/lib/cpu.sh
 
 # ------------------------------------------------------------------ baseline 1: h2load
@@ -456,28 +355,11 @@ h2load_round() {  # h2load_round ROUND: -c1 and -c2; sets H2_RPS_C1 H2_RPS_C2 H2
 
 # ------------------------------------------------------------------ push-worker
 log "starting push-worker, concurrency $CONCURRENCY (log: $OUT/fanout-worker.log)"
-DATABASE_URL=$DATABASE_URL FCM_BASE_URL=$FCM_BASE_URL GOOGLE_TOKEN_URL=$GOOGLE_TOKEN_URL \
-    PUSH_CA_FILE=$PUSH_CA_FILE WORKER_CONCURRENCY=$CONCURRENCY LOG_LEVEL=warning METRICS_PORT=$METRICS_PORT \
-    "$BIN/push-worker" >"$OUT/fanout-worker.log" 2>&1 &
-WORKER_PID=$!
-for i in $(seq 1 300); do   # up to 30 s
-    curl -fs -o /dev/null --max-time 1 "http://127.0.0.1:$METRICS_PORT/readyz" && break
-    kill -0 "$WORKER_PID" 2>/dev/null || { tail -n 30 "$OUT/fanout-worker.log" >&2; die "push-worker exited during startup"; }
-    [[ $i == 300 ]] && { tail -n 30 "$OUT/fanout-worker.log" >&2; die "push-worker not ready after 30 s"; }
-    sleep 0.1
-done
+start_worker "$BIN" "$CONCURRENCY" "$METRICS_PORT" "$OUT/fanout-worker.log"   # FCM: the emulator or nginx
 sleep 1   # idle: listening for NOTIFY, nothing claimed
 RSS_IDLE_KB=$(awk '/^VmRSS:/ { print $2 }' "/proc/$WORKER_PID/status")
 
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }   # since T0: seconds, to the ms
-emulator_stats() {  # a few tries: just after an outage the emulator may still refuse a connection
-    local i
-    for i in 1 2 3 4 5; do
-        emulator GET '/emulator/stats?devices=false' && return 0
-        sleep 1
-    done
-    return 1
-}
 worker_metrics() { curl -fs --max-time 5 "http://127.0.0.1:$METRICS_PORT/metrics" || true; }
 metric_sum() {  # metric_sum FILE NAME [LABEL]: the sum of NAME's samples (with LABEL, e.g. outcome="no_answer")
     awk -v n="$2" -v l="${3:-}" 'index($0, n) == 1 && (substr($0, length(n) + 1, 1) ~ /[ {]/) && (l == "" || index($0, l)) { s += $NF }
@@ -658,19 +540,7 @@ DPS=$(median "${ROUND_DPS[@]}")
 H2_RATIO=$(median "${ROUND_RATIO[@]}")
 H2_MEDIAN=$(median "${ROUND_H2[@]}")
 
-log "SIGTERM to push-worker"
-t0=$(now)
-kill -TERM "$WORKER_PID"
-WORKER_RC=timeout
-for _ in $(seq 1 $((TARGET_STOP_S * 10))); do
-    kill -0 "$WORKER_PID" 2>/dev/null || break
-    sleep 0.1
-done
-if ! kill -0 "$WORKER_PID" 2>/dev/null; then
-    WORKER_RC=0; wait "$WORKER_PID" || WORKER_RC=$?
-fi
-T_STOP=$(elapsed "$t0")
-[[ $WORKER_RC == timeout ]] || WORKER_PID=   # cleanup kills it when it did not stop
+term_worker "$TARGET_STOP_S"   # sets WORKER_RC and T_STOP; cleanup kills the worker when it did not stop
 
 # ------------------------------------------------------------------ baseline 2: Admin SDK
 t0=$(now)

@@ -43,15 +43,12 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."   # repo root: paths below are relative to it
+source bench/lib/stack.sh   # log, die, sql and the stack's steps, shared with bench/fanout and bench/registration
+source bench/lib/cpu.sh
+source bench/lib/walstall.sh
 BENCH=bench/latency
 OUT=bench/out
 mkdir -p "$OUT"
-
-log() { echo "==> $*" >&2; }
-die() { echo "run.sh: error: $*" >&2; exit 1; }
-source bench/lib/stack.sh
-source bench/lib/cpu.sh
-source bench/lib/walstall.sh
 
 N=${N:-200000}
 N2=${N2:-1000}
@@ -98,10 +95,7 @@ cleanup() {
     walstall_stop
     stop_pid "$WORKER_PID" push-worker 30
     stop_pid "$EMULATOR_PID" fcm-emulator 10
-    if [[ $STARTED_PG == 1 ]]; then
-        log "stopping local PostgreSQL"
-        scripts/pg-local.sh stop "$OUT/latency-pg" || true
-    fi
+    stop_local_pg "$OUT/latency-pg"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -127,22 +121,12 @@ make_service_account "$SA2" "$PROJECT2" "$TOKEN_URL"
 
 # ------------------------------------------------------------------ database
 DATABASE_URL_GIVEN=${DATABASE_URL:-}
-if [[ -z ${DATABASE_URL:-} ]]; then
-    # Only stop PostgreSQL at the end if this run started it.
-    scripts/pg-local.sh status "$OUT/latency-pg" >/dev/null 2>&1 || STARTED_PG=1
-    DATABASE_URL=$(scripts/pg-local.sh start "$OUT/latency-pg" "$PG_PORT" | tail -n1)
-fi
-export DATABASE_URL
-log "database: $DATABASE_URL"
+start_local_pg "$OUT/latency-pg" "$PG_PORT"
 # The CPU of our cluster only (a test suite's clusters may run beside it); any postgres process
 # with DATABASE_URL given.
 PG_PID=
 [[ ! -r $OUT/latency-pg/pgdata/postmaster.pid ]] || PG_PID=$(head -n1 "$OUT/latency-pg/pgdata/postmaster.pid")
 if [[ -n $PG_PID && -z ${DATABASE_URL_GIVEN:-} ]]; then our_pg_cpu() { pg_cluster_cpu_secs "$PG_PID"; }; else our_pg_cpu() { pg_cpu_secs; }; fi
-
-sql() { PGOPTIONS="-c client_min_messages=warning" psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 log "migrating"
 "$BIN/pushctl" migrate
@@ -168,38 +152,11 @@ log "priority: $PRIORITY_TEXT"
 SCHEMA_VERSION=$(sql "SELECT max(version) FROM schema_migrations")
 
 t0=$(now)
-sql "TRUNCATE push_deliveries, push_job_chunks, push_jobs RESTART IDENTITY CASCADE"
-# Re-seed unless exactly N active bench devices, N2 active bench2 devices and nothing else.
-have=$(sql "SELECT count(*) FILTER (WHERE app_id = $APP_ID AND is_active AND token LIKE 'bench-%'),
-                   count(*) FILTER (WHERE app_id = $APP2_ID AND is_active AND token LIKE 'bench2-%'), count(*)
-              FROM push_devices")
-if [[ $have != "$N|$N2|$((N + N2))" ]]; then
-    log "seeding $N devices of bench and $N2 of bench2 (had: bench|bench2|all = $have)"
-    sql "TRUNCATE push_devices RESTART IDENTITY CASCADE"
-    # As bench/fanout: 'bench-' || g || '-' || md5 || 100 x's, ~145 chars; no emulator prefix
-    # rule (unregistered-, invalid-, ...) matches 'bench-' or 'bench2-'.
-    sql "INSERT INTO push_devices (user_id, app_id, token, platform)
-         SELECT g, $APP_ID, 'bench-' || g || '-' || md5(g::text) || repeat('x', 100), 'android'
-         FROM generate_series(1, $N) g"
-    sql "INSERT INTO push_devices (user_id, app_id, token, platform)
-         SELECT g, $APP2_ID, 'bench2-' || g || '-' || md5(g::text) || repeat('x', 100), 'android'
-         FROM generate_series(1, $N2) g"
-    sql "VACUUM ANALYZE push_devices"
-else
-    log "reusing the seeded devices"
-fi
-# As bench/fanout: one earlier, completed campaign to the same devices, so push_deliveries has
-# rows and statistics, as in a service that has sent before.
-if (( HISTORY > 0 )); then
-    log "seeding an earlier campaign: $HISTORY sent deliveries"
-    sql "WITH job AS (
-             INSERT INTO push_jobs (app_id, status, message, audience_cursor, audience_complete, started_at, finished_at)
-             VALUES ($APP_ID, 'completed', '{\"notification\":{\"title\":\"Earlier\"}}', $N, true, now(), now())
-             RETURNING id)
-         INSERT INTO push_deliveries (job_id, device_id, status, attempts, fcm_message_id)
-         SELECT job.id, d.id, 'sent', 1, 'projects/bench/messages/' || d.id
-           FROM job, push_devices d WHERE d.app_id = $APP_ID ORDER BY d.id LIMIT $HISTORY"
-fi
+# As bench/fanout: the jobs' tables truncated, exactly N active bench devices and N2 active
+# bench2 devices (re-seeded unless they are there), and one earlier, completed campaign of bench
+# to the same devices, so push_deliveries has rows and statistics, as in a service that has
+# sent before.
+seed_campaign_tables "$HISTORY" "$APP_ID:bench:$N" "$APP2_ID:bench2:$N2"
 T_SEED=$(elapsed "$t0")
 FIRST_JOB=$(sql "SELECT coalesce(max(id), 0) FROM push_jobs")   # the jobs of this run come after it
 
@@ -458,19 +415,7 @@ if [[ -n $PRIORITY_COLUMN ]]; then
 fi
 
 # ------------------------------------------------------------------ stop the worker
-log "SIGTERM to push-worker"
-t0=$(now)
-kill -TERM "$WORKER_PID"
-WORKER_RC=timeout
-for _ in $(seq 1 300); do
-    kill -0 "$WORKER_PID" 2>/dev/null || break
-    sleep 0.1
-done
-if ! kill -0 "$WORKER_PID" 2>/dev/null; then
-    WORKER_RC=0; wait "$WORKER_PID" || WORKER_RC=$?
-    WORKER_PID=
-fi
-T_STOP=$(elapsed "$t0")
+term_worker 30   # sets WORKER_RC and T_STOP
 
 # ------------------------------------------------------------------ summary
 check() { [[ $1 != none ]] && awk -v a="$1" -v b="$3" "BEGIN { exit !(a $2 b) }" && echo PASS || echo FAIL; }

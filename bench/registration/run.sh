@@ -27,6 +27,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."   # repo root: paths below are relative to it
 BENCH=bench/registration
+source bench/lib/stack.sh   # log, die and the stack's steps, shared with bench/fanout and bench/latency
 source bench/lib/cpu.sh
 source bench/lib/walstall.sh
 OUT=bench/out
@@ -53,64 +54,35 @@ TARGET_RATIO=0.50
 # Fixed 40-byte secret: benchmark-only, shared by push-api and gen_tokens.py.
 export JWT_SECRET="bench-registration-secret-0123456789abcd"
 
-log() { echo "==> $*" >&2; }
-die() { echo "run.sh: error: $*" >&2; exit 1; }
-
 # ------------------------------------------------------------------ cleanup
 API_PID=
 STARTED_PG=0
 cleanup() {
     local rc=$?
     walstall_stop
-    if [[ -n $API_PID ]] && kill -0 "$API_PID" 2>/dev/null; then
-        log "stopping push-api (pid $API_PID)"
-        kill -TERM "$API_PID" 2>/dev/null || true
-        # Give graceful shutdown 10 s, then force it.
-        for _ in $(seq 1 100); do kill -0 "$API_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$API_PID" 2>/dev/null || true
-    fi
-    if [[ $STARTED_PG == 1 ]]; then
-        log "stopping local PostgreSQL"
-        scripts/pg-local.sh stop "$OUT/pg" || true
-    fi
+    stop_pid "$API_PID" push-api 10   # graceful shutdown gets 10 s, then it is forced
+    stop_local_pg "$OUT/pg"
     exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM   # route signals through the EXIT trap
 
 # ------------------------------------------------------------------ tools
-need_apt() {  # install a Debian package when a command is missing
-    local cmd=$1 pkg=$2
-    command -v "$cmd" >/dev/null && return 0
-    [[ $(id -u) -eq 0 ]] || die "$cmd not found; install package $pkg"
-    log "installing $pkg"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y "$pkg" >&2 \
-        || { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$pkg" >&2; }
-}
-need_apt wrk wrk
-need_apt psql postgresql-client
-need_apt pgbench postgresql-client
-need_apt curl curl
+need_cmd wrk wrk
+need_cmd psql postgresql-client
+need_cmd pgbench postgresql-client
+need_cmd curl curl
 command -v python3 >/dev/null || die "python3 not found"
 
 # ------------------------------------------------------------------ build
-if [[ ${SKIP_BUILD:-0} != 1 ]]; then
-    log "building release binaries"
-    swift build -c release --product push-api
-    swift build -c release --product pushctl
-fi
-[[ -x $BIN/push-api && -x $BIN/pushctl ]] || die "missing $BIN/push-api or $BIN/pushctl (build first or unset SKIP_BUILD)"
+# Here SKIP_BUILD=1 uses the binaries as they are and anything else (unset too) builds both
+# (build_release's SKIP_BUILD=0).
+SKIP_BUILD=$([[ ${SKIP_BUILD:-0} == 1 ]] && echo 1 || echo 0) build_release "$BIN" push-api pushctl
 
 # ------------------------------------------------------------------ database
-if [[ -z ${DATABASE_URL:-} ]]; then
-    # Only stop PostgreSQL at the end if this run started it.
-    scripts/pg-local.sh status "$OUT/pg" >/dev/null 2>&1 || STARTED_PG=1
-    DATABASE_URL=$(scripts/pg-local.sh start "$OUT/pg" "$PG_PORT" | tail -n1)
-fi
-export DATABASE_URL
-log "database: $DATABASE_URL"
+start_local_pg "$OUT/pg" "$PG_PORT"
 
-sql() { psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }
+sql() { psql "$DATABASE_URL" -X -q -v ON_ERROR_STOP=1 -tA -c "$1"; }   # stack.sh's, but with the NOTICEs shown
 
 log "migrating"
 "$BIN/pushctl" migrate
@@ -140,12 +112,7 @@ API_DATABASE_URL="$DATABASE_URL$([[ $DATABASE_URL == *\?* ]] && echo '&' || echo
 DATABASE_URL=$API_DATABASE_URL JWT_SECRET=$JWT_SECRET API_PORT=$API_PORT LOG_LEVEL=warning \
     REGISTRATIONS_PER_USER_PER_MINUTE=60000 "$BIN/push-api" >"$OUT/push-api.log" 2>&1 &
 API_PID=$!
-for i in $(seq 1 300); do   # up to 30 s
-    curl -fs -o /dev/null --max-time 1 "$API_URL/healthz" && break
-    kill -0 "$API_PID" 2>/dev/null || { tail -n 30 "$OUT/push-api.log" >&2; die "push-api exited during startup"; }
-    [[ $i == 300 ]] && { tail -n 30 "$OUT/push-api.log" >&2; die "push-api not healthy after 30 s"; }
-    sleep 0.1
-done
+wait_http "$API_URL/healthz" "$API_PID" push-api "$OUT/push-api.log" healthy
 
 # ------------------------------------------------------------------ wrk
 run_wrk() {  # run_wrk SECONDS RUN_ID: args after "--" go to register.lua
