@@ -1,0 +1,300 @@
+-- The current definition of every SQL function, as PostgreSQL prints it once every
+-- migration in sql/ has run. Generated, not applied: migrations are the source, and
+-- CurrentFunctionsTests fails when this file and a migrated database differ (it then
+-- writes the database's text next to the build, with the command that copies it here).
+CREATE OR REPLACE FUNCTION public.push_check_message(message jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+    field text;
+    data_key text;
+    data_value jsonb;
+BEGIN
+    IF message IS NULL OR jsonb_typeof(message) <> 'object' THEN
+        RAISE EXCEPTION 'message must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    FOR field IN SELECT jsonb_object_keys(message) LOOP
+        IF field IN ('token', 'topic', 'condition', 'fid') THEN
+            RAISE EXCEPTION 'message must not carry a target (%): the worker adds each device''s token', field USING ERRCODE = '22023';
+        END IF;
+        IF field NOT IN ('notification', 'data', 'android', 'apns', 'webpush', 'fcm_options', 'fcmOptions') THEN
+            RAISE EXCEPTION 'message has an unknown field "%"', field USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    IF message ? 'fcm_options' AND message ? 'fcmOptions' THEN
+        RAISE EXCEPTION 'message has both "fcm_options" and "fcmOptions": give one' USING ERRCODE = '22023';
+    END IF;
+    IF message ? 'data' THEN
+        IF jsonb_typeof(message -> 'data') <> 'object' THEN
+            RAISE EXCEPTION 'message.data must be an object of strings' USING ERRCODE = '22023';
+        END IF;
+        FOR data_key, data_value IN SELECT * FROM jsonb_each(message -> 'data') LOOP
+            IF jsonb_typeof(data_value) <> 'string' THEN
+                RAISE EXCEPTION 'message.data.% must be a string', data_key USING ERRCODE = '22023';
+            END IF;
+            IF data_key IN ('from', 'message_type') OR data_key LIKE 'google%' OR data_key LIKE 'gcm%' THEN
+                RAISE EXCEPTION 'message.data.% is a reserved key', data_key USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+    END IF;
+    IF octet_length(message::text) > 4096 THEN
+        RAISE EXCEPTION 'message is % bytes; FCM allows 4096', octet_length(message::text) USING ERRCODE = '22023';
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_enqueue(app_code text, user_ids bigint[], message jsonb, idempotency_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, dry_run boolean DEFAULT false, priority text DEFAULT 'high'::text, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, ttl interval DEFAULT NULL::interval)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF user_ids IS NULL OR cardinality(user_ids) = 0 OR array_position(user_ids, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'user_ids must be a non-empty array of user ids' USING ERRCODE = '22023';
+    END IF;
+    RETURN push_enqueue_job(app_code, user_ids, NULL, message, idempotency_key, send_at, dry_run, priority, expires_at, ttl);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_enqueue_campaign(app_code text, message jsonb, platforms text[] DEFAULT NULL::text[], idempotency_key text DEFAULT NULL::text, send_at timestamp with time zone DEFAULT NULL::timestamp with time zone, dry_run boolean DEFAULT false, priority text DEFAULT 'bulk'::text, expires_at timestamp with time zone DEFAULT NULL::timestamp with time zone, ttl interval DEFAULT NULL::interval)
+ RETURNS bigint
+ LANGUAGE sql
+AS $function$
+    SELECT push_enqueue_job(app_code, NULL, platforms, message, idempotency_key, send_at, dry_run, priority, expires_at, ttl);
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_enqueue_job(p_app_code text, p_user_ids bigint[], p_platforms text[], p_message jsonb, p_idempotency_key text, p_send_at timestamp with time zone, p_validate_only boolean, p_priority text, p_expires_at timestamp with time zone, p_ttl interval)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_app_id bigint;
+    v_job_id bigint;
+    v_dry_run boolean;
+    v_send_at timestamptz := COALESCE(p_send_at, now());
+    v_expires_at timestamptz;
+BEGIN
+    SELECT id INTO v_app_id FROM apps WHERE code = p_app_code;
+    IF v_app_id IS NULL THEN
+        RAISE EXCEPTION 'unknown app code "%"', p_app_code USING ERRCODE = '22023';
+    END IF;
+    PERFORM push_check_message(p_message);
+    IF p_platforms IS NOT NULL AND (cardinality(p_platforms) = 0
+        OR NOT p_platforms <@ ARRAY['ios', 'android', 'web'] OR array_position(p_platforms, NULL) IS NOT NULL) THEN
+        RAISE EXCEPTION 'platforms must be a non-empty subset of ios, android, web' USING ERRCODE = '22023';
+    END IF;
+    IF p_priority IS NULL OR p_priority NOT IN ('high', 'normal', 'bulk') THEN
+        RAISE EXCEPTION 'priority must be high, normal or bulk, not %', COALESCE('"' || p_priority || '"', 'null')
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_ttl IS NOT NULL THEN
+        RAISE EXCEPTION 'give expires_at or ttl, not both' USING ERRCODE = '22023';
+    END IF;
+    IF p_ttl IS NOT NULL AND p_ttl <= interval '0' THEN
+        RAISE EXCEPTION 'ttl must be positive, not %', p_ttl USING ERRCODE = '22023';
+    END IF;
+    v_expires_at := COALESCE(p_expires_at, v_send_at + p_ttl);
+    IF v_expires_at IS NOT NULL AND v_expires_at <= now() THEN
+        RAISE EXCEPTION 'expires_at % is in the past', v_expires_at USING ERRCODE = '22023';
+    END IF;
+    IF v_expires_at IS NOT NULL AND v_expires_at <= v_send_at THEN
+        RAISE EXCEPTION 'expires_at % is not after send_at %', v_expires_at, v_send_at USING ERRCODE = '22023';
+    END IF;
+
+    INSERT INTO push_jobs (app_id, message, user_ids, platforms, validate_only, idempotency_key, send_at, priority, expires_at)
+    VALUES (v_app_id, p_message, p_user_ids, p_platforms, COALESCE(p_validate_only, false),
+            p_idempotency_key, v_send_at, p_priority, v_expires_at)
+    ON CONFLICT ON CONSTRAINT push_jobs_idempotency DO NOTHING
+    RETURNING id INTO v_job_id;
+
+    IF v_job_id IS NULL THEN
+        -- The key was used before for this app: the same job, never a second one. But a dry run
+        -- and a real send are not the same job: answering one with the other's id would make a
+        -- rehearsal silently swallow the real send.
+        SELECT id, validate_only INTO v_job_id, v_dry_run
+          FROM push_jobs WHERE app_id = v_app_id AND idempotency_key = p_idempotency_key;
+        IF v_dry_run <> COALESCE(p_validate_only, false) THEN
+            RAISE EXCEPTION 'idempotency key "%" was used by % job %; give the % its own key',
+                p_idempotency_key, CASE WHEN v_dry_run THEN 'dry-run' ELSE 'real' END, v_job_id,
+                CASE WHEN v_dry_run THEN 'real send' ELSE 'dry run' END
+                USING ERRCODE = '22023';
+        END IF;
+        RETURN v_job_id;
+    END IF;
+    -- Delivered at commit: workers wake at once instead of waiting for their poll.
+    PERFORM pg_notify('push_jobs', v_job_id::text);
+    RETURN v_job_id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_expire_jobs()
+ RETURNS SETOF bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_job push_jobs%ROWTYPE;
+    v_message text;
+BEGIN
+    FOR v_job IN
+        SELECT * FROM push_jobs
+         WHERE status IN ('queued', 'running') AND expires_at IS NOT NULL AND expires_at <= now()
+         ORDER BY expires_at
+           FOR UPDATE SKIP LOCKED
+    LOOP
+        v_message := 'expired at ' || to_char(v_job.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || ' before it was sent';
+        IF NOT v_job.audience_complete THEN
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message)
+            SELECT v_job.id, d.id, 'skipped', 'EXPIRED', v_message
+              FROM push_devices d
+             WHERE d.app_id = v_job.app_id AND d.is_active AND d.id > v_job.audience_cursor
+               AND (v_job.user_ids IS NULL OR d.user_id = ANY(v_job.user_ids))
+               AND (v_job.platforms IS NULL OR d.platform = ANY(v_job.platforms))
+            ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING;
+        END IF;
+        UPDATE push_jobs
+           SET status = 'running', started_at = COALESCE(started_at, now()), audience_complete = true
+         WHERE id = v_job.id;
+        UPDATE push_deliveries SET status = 'skipped', error_code = 'EXPIRED', error_message = v_message,
+                                   lease_owner = NULL, updated_at = now()
+         WHERE job_id = v_job.id AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now());
+        WITH gone AS (
+            DELETE FROM push_job_chunks WHERE job_id = v_job.id AND lease_until <= now() RETURNING device_ids)
+        INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message)
+        SELECT v_job.id, dev.id, 'skipped', 'EXPIRED', v_message FROM gone CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
+        ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING;
+        UPDATE push_jobs j SET status = 'completed', finished_at = now()
+         WHERE j.id = v_job.id
+           AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.status = 'pending')
+           AND NOT EXISTS (SELECT 1 FROM push_job_chunks c WHERE c.job_id = j.id);
+        IF FOUND THEN
+            RETURN NEXT v_job.id;
+        END IF;
+    END LOOP;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_job_in_flight(p_job_id bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT count(*) FROM push_job_chunks c CROSS JOIN LATERAL unnest(c.device_ids) AS dev(id)
+     WHERE c.job_id = p_job_id
+       AND NOT EXISTS (SELECT FROM push_deliveries d WHERE d.job_id = p_job_id AND d.device_id = dev.id)
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_job_unexpanded(p_status text, p_audience_complete boolean, p_app_id bigint, p_user_ids bigint[], p_platforms text[], p_audience_cursor bigint)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT CASE
+        WHEN p_audience_complete OR p_status NOT IN ('queued', 'running') THEN 0
+        WHEN p_user_ids IS NULL THEN
+            (SELECT count(*) FROM push_devices d
+              WHERE d.app_id = p_app_id AND d.is_active AND d.id > p_audience_cursor
+                AND (p_platforms IS NULL OR d.platform = ANY(p_platforms)))
+        ELSE
+            (SELECT count(*) FROM push_devices d
+              WHERE d.app_id = p_app_id AND d.is_active AND d.user_id = ANY(p_user_ids) AND d.id > p_audience_cursor
+                AND (p_platforms IS NULL OR d.platform = ANY(p_platforms)))
+    END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_jobs_check_idempotency_key()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NOT char_length(NEW.idempotency_key) BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'idempotency key must be 1 to 200 characters (leave it out for none)' USING ERRCODE = '22023';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_priority_rank(priority text)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT CASE priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_register_device(p_user_id bigint, p_app_id bigint, p_token text, p_platform text, p_device_id text, p_token_type text DEFAULT 'fcm'::text, p_max_active_devices integer DEFAULT 20)
+ RETURNS TABLE(id bigint, user_id bigint, app_id bigint, token text, token_type text, platform text, device_id text, is_active boolean, last_used_at timestamp with time zone, created_at timestamp with time zone, created boolean)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+DECLARE
+    registered_at timestamptz;
+BEGIN
+    IF p_max_active_devices IS NULL OR p_max_active_devices < 1 THEN
+        RAISE EXCEPTION 'max active devices must be at least 1, not %', p_max_active_devices USING ERRCODE = '22023';
+    END IF;
+
+    PERFORM pg_advisory_xact_lock(hashtextextended('push_devices:token:' || p_app_id || ':' || p_token, 0));
+    PERFORM pg_advisory_xact_lock(hashtextextended('push_devices:user:' || p_app_id || ':' || p_user_id, 0));
+    -- The clock, not now(): registrations batched in one transaction keep their order in
+    -- last_used_at, which the cap ranks by.
+    registered_at := clock_timestamp();
+
+    UPDATE push_devices AS d
+       SET is_active = false, deactivated_at = now(), deactivation_reason = 'account_switch', updated_at = now()
+     WHERE d.app_id = p_app_id AND d.token = p_token AND d.is_active AND d.user_id <> p_user_id;
+
+    IF p_device_id IS NOT NULL THEN
+        UPDATE push_devices AS d
+           SET is_active = false, deactivated_at = now(), deactivation_reason = 'replaced', updated_at = now()
+         WHERE d.app_id = p_app_id AND d.user_id = p_user_id AND d.device_id = p_device_id
+           AND d.is_active AND d.token <> p_token;
+    END IF;
+
+    -- Room for this registration: keep the p_max_active_devices - 1 most recent other rows.
+    UPDATE push_devices AS d
+       SET is_active = false, deactivated_at = now(), deactivation_reason = 'device_limit', updated_at = now()
+     WHERE d.id IN (SELECT o.id FROM push_devices AS o
+                     WHERE o.app_id = p_app_id AND o.user_id = p_user_id AND o.is_active AND o.token <> p_token
+                     ORDER BY o.last_used_at DESC, o.id DESC
+                    OFFSET p_max_active_devices - 1);
+
+    RETURN QUERY
+    INSERT INTO push_devices AS d (user_id, app_id, token, token_type, platform, device_id,
+                                   last_used_at, created_at, updated_at)
+    VALUES (p_user_id, p_app_id, p_token, p_token_type, p_platform, p_device_id,
+            registered_at, registered_at, registered_at)
+    ON CONFLICT ON CONSTRAINT push_devices_user_app_token_key DO UPDATE
+       SET is_active = true, last_used_at = registered_at, updated_at = registered_at,
+           deactivated_at = NULL, deactivation_reason = NULL,
+           platform = EXCLUDED.platform, token_type = EXCLUDED.token_type,
+           device_id = COALESCE(EXCLUDED.device_id, d.device_id)
+    RETURNING d.id, d.user_id, d.app_id, d.token, d.token_type, d.platform, d.device_id,
+              d.is_active, d.last_used_at, d.created_at, (d.xmax = 0);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_take_send_budget(p_app_id bigint, p_wanted integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_rate int;
+    v_tokens double precision;
+    v_granted int;
+BEGIN
+    SELECT max_sends_per_second INTO v_rate FROM apps WHERE id = p_app_id;
+    IF v_rate IS NULL THEN
+        RETURN GREATEST(p_wanted, 0);
+    END IF;
+    INSERT INTO push_app_send_budgets (app_id, tokens, refilled_at) VALUES (p_app_id, v_rate, clock_timestamp())
+    ON CONFLICT (app_id) DO NOTHING;
+    -- The row lock makes workers take turns: together they never exceed the rate.
+    SELECT LEAST(v_rate, b.tokens + v_rate * extract(epoch FROM clock_timestamp() - b.refilled_at))
+      INTO v_tokens FROM push_app_send_budgets b WHERE b.app_id = p_app_id FOR UPDATE;
+    v_granted := LEAST(p_wanted, GREATEST(floor(v_tokens), 0)::int);
+    UPDATE push_app_send_budgets SET tokens = LEAST(v_rate, v_tokens - v_granted), refilled_at = clock_timestamp()
+     WHERE app_id = p_app_id;
+    RETURN GREATEST(v_granted, 0);
+END
+$function$;
