@@ -81,7 +81,7 @@ public struct JobDirectory: Sendable {
         sql.appendLiteral(", expires_at => ")
         sql.appendInterpolation(expiresAt)
         sql.appendLiteral(", ttl => ")
-        sql.appendInterpolation(ttl.map(Self.seconds))
+        sql.appendInterpolation(ttl?.inSeconds)
         sql.appendLiteral("::float8 * interval '1 second'")
         // Named only when given: the functions' defaults stay the one place that says them.
         if let priority {
@@ -100,11 +100,6 @@ public struct JobDirectory: Sendable {
             throw EnqueueRejected(description: DatabaseErrorText.describe(error))
         }
         preconditionFailure("the enqueue functions return one row")
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     /// How many jobs one listing may ask for (GET /admin/jobs, pushctl jobs).

@@ -121,7 +121,7 @@ struct DeliveryPolicy {
         let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
         let retry = DeliveryQueue.Result(claimed, status: "pending", errorCode: code,
                                          errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
-                                         nextAttempt: now.addingTimeInterval(Self.seconds(delay)))
+                                         nextAttempt: now.addingTimeInterval(delay.inSeconds))
         return Decision(result: retry, pauseApp: quota ? delay : nil)
     }
 
@@ -141,10 +141,6 @@ struct DeliveryPolicy {
     /// The server's `Retry-After` is honoured up to an hour, so that a delivery's retries stay
     /// bounded in time as well as in number.
     static let longestRetryAfter: Duration = .seconds(3600)
-
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     mutating func forget(job: Int64) {
         acceptedJobs.remove(job)

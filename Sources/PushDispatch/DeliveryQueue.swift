@@ -11,8 +11,6 @@ struct DeliveryQueue: Sendable {
     let lease: Duration
     let logger: Logger
 
-    var leaseSeconds: Double { Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18 }
-
     /// A due job with audience left to expand, and what its expansion reads.
     struct Audience: Sendable {
         let job: Int64
@@ -94,7 +92,7 @@ struct DeliveryQueue: Sendable {
              LIMIT \(limit)),
         chunks AS (
             INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
-            SELECT \(audience.job), array_agg(id ORDER BY id), \(worker), now() + make_interval(secs => \(leaseSeconds))
+            SELECT \(audience.job), array_agg(id ORDER BY id), \(worker), now() + make_interval(secs => \(lease.inSeconds))
               FROM picked GROUP BY part
             RETURNING id, device_ids),
         advanced AS (
@@ -169,7 +167,7 @@ struct DeliveryQueue: Sendable {
                FOR UPDATE OF d SKIP LOCKED),
         leased AS (
             UPDATE push_deliveries d
-               SET lease_owner = \(worker), next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+               SET lease_owner = \(worker), next_attempt_at = now() + make_interval(secs => \(lease.inSeconds))
               FROM candidates c
              WHERE d.id = c.id
             RETURNING d.id, d.job_id, d.attempts, d.device_id)
@@ -206,7 +204,7 @@ struct DeliveryQueue: Sendable {
                    FOR UPDATE SKIP LOCKED),
             taken AS (
                 UPDATE push_job_chunks c
-                   SET lease_owner = \(worker), lease_until = now() + make_interval(secs => \(leaseSeconds))
+                   SET lease_owner = \(worker), lease_until = now() + make_interval(secs => \(lease.inSeconds))
                   FROM candidates x
                  WHERE c.id = x.id
                 RETURNING c.id, c.job_id, c.device_ids)
@@ -426,14 +424,14 @@ struct DeliveryQueue: Sendable {
         if !rows.isEmpty {
             try await client.query(
                 """
-                UPDATE push_deliveries SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+                UPDATE push_deliveries SET next_attempt_at = now() + make_interval(secs => \(lease.inSeconds))
                  WHERE id = ANY(\(rows)) AND lease_owner = \(worker) AND status = 'pending'
                 """, logger: logger)
         }
         if !chunks.isEmpty {
             try await client.query(
                 """
-                UPDATE push_job_chunks SET lease_until = now() + make_interval(secs => \(leaseSeconds))
+                UPDATE push_job_chunks SET lease_until = now() + make_interval(secs => \(lease.inSeconds))
                  WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)
                 """, logger: logger)
         }

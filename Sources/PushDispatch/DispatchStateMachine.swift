@@ -353,7 +353,7 @@ struct DispatchStateMachine {
                 // Nothing reached FCM: no attempt is spent; the delivery waits for the breaker.
                 record(DeliveryQueue.Result(attempt.claimed, status: "pending", errorCode: unreachable ? "FCM_UNREACHABLE" : "NOT_SENT",
                                             errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
-                                            nextAttempt: date.addingTimeInterval(DeliveryPolicy.seconds(at - now))), into: &write)
+                                            nextAttempt: date.addingTimeInterval((at - now).inSeconds)), into: &write)
                 actions.append(.countSend(app: job.appCode, outcome: "not_sent", times: 1))
             case .giveUp(let bound):
                 let message = "FCM unreachable for over \(bound.components.seconds) s: \(reason)"
@@ -375,7 +375,7 @@ struct DispatchStateMachine {
             let wait = if case .transient(_, let retryAfter?) = error { retryAfter } else { Duration.seconds(1) }
             record(DeliveryQueue.Result(attempt.claimed, status: "pending", errorCode: "OAUTH_UNAVAILABLE",
                                         errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
-                                        nextAttempt: date.addingTimeInterval(DeliveryPolicy.seconds(wait))), into: &write)
+                                        nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
             pause(app: job.appID, for: wait, now: now)
             actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
             return

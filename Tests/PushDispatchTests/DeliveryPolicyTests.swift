@@ -60,7 +60,7 @@ struct DeliveryPolicyTests {
         #expect(decision.deactivate?.reason == "sender_id_mismatch")
     }
 
-    private static func seconds(_ duration: Duration) -> Double { DeliveryPolicy.seconds(duration) }
+    private static func seconds(_ duration: Duration) -> Double { duration.inSeconds }
 
     @Test(arguments: 1...8)
     func backoffStaysWithinItsBounds(attempt: Int) {
