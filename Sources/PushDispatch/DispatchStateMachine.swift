@@ -154,13 +154,18 @@ struct DispatchStateMachine {
         }
         // A job check at most every tenth of the freshness, whatever keeps the ready ones waiting.
         let recheck = stale && running < concurrency && nextRecheck.map { now >= $0 } ?? true
+        let usual = !claimInFlight && (wanted > 0 || recheck)
+        let high = hintedSinceClaim && admission == .unrestricted && !highClaimInFlight
+        // What both requests carry, worked out only when one goes (the loop polls per event).
+        guard usual || high else { return (actions, false) }
+        let paused = pausedApps(now: now), failed = Array(failedJobs)
         let freshJobs = Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys)
         let backoff = Self.databaseBackoff(failures: databaseFailures + 1)
-        if !claimInFlight && (wanted > 0 || recheck) {
+        if usual {
             claimInFlight = true
             nextRecheck = now + Self.runningFreshness / 10
             var request = ClaimRequest(
-                limit: wanted, pausedApps: pausedApps(now: now), failedJobs: Array(failedJobs), freshJobs: freshJobs,
+                limit: wanted, pausedApps: paused, failedJobs: failed, freshJobs: freshJobs,
                 recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor, backoff: backoff)
             if wanted > 0 {
                 // It expands high-priority audiences first, and returns with them at once.
@@ -169,15 +174,15 @@ struct DispatchStateMachine {
             }
             actions.append(.claim(request))
         }
-        if hintedSinceClaim && admission == .unrestricted && !highClaimInFlight {
+        if high {
             // After a hint, high-priority audiences are claimed beside the usual claim (which
             // first takes due retries and expired leases), a little past the usual holding, so
             // that they go out with the next free slots.
             highClaimInFlight = true
             hintedSinceClaim = false
             actions.append(.claim(ClaimRequest(
-                limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: pausedApps(now: now),
-                failedJobs: Array(failedJobs), freshJobs: freshJobs, recheckJobs: [], cursor: cursor, backoff: backoff)))
+                limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: paused,
+                failedJobs: failed, freshJobs: freshJobs, recheckJobs: [], cursor: cursor, backoff: backoff)))
         }
         return (actions, false)
     }

@@ -14,8 +14,8 @@ final class Outbox: Sendable {
         var finishedChunks: [Int64] = []
         /// Apps whose project a send just proved (the first success per project in this worker).
         var provenProjects: [(appID: Int64, projectID: String)] = []
-        /// Written apart and at once rather than gathered for the writer's interval: results
-        /// someone waits for (a high-priority job's).
+        /// For the urgent outbox, written apart and at once rather than gathered for the writer's
+        /// interval: results someone waits for (a high-priority job's). Only routes a batch.
         var urgent = false
 
         var isEmpty: Bool {
@@ -43,7 +43,6 @@ final class Outbox: Sendable {
 
     init(urgent: Bool = false) {
         self.urgent = urgent
-        state.withLock { $0.batch.urgent = urgent }
     }
 
     func add(_ change: (inout Batch) -> Void) {
@@ -56,7 +55,7 @@ final class Outbox: Sendable {
 
     func take() -> (batch: Batch, closed: Bool) {
         state.withLock { state in
-            defer { state.batch = Batch(urgent: urgent) }
+            defer { state.batch = Batch() }
             return (state.batch, state.closed)
         }
     }
