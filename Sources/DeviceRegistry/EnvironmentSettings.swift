@@ -15,7 +15,7 @@ public enum ConfigurationError: Error, CustomStringConvertible, Equatable {
 
 /// Reads the programs' settings from environment variables; an empty value counts as unset.
 /// A program declares every name it reads, and reading an undeclared one traps: the declared
-/// list is what the help text, the README and the deploy files are checked against.
+/// list is what the help text, docs/operating.md and the deploy files are checked against.
 public struct EnvironmentSettings: Sendable {
     let values: [String: String]
     let declared: Set<String>

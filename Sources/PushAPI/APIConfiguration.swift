@@ -2,7 +2,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 
-/// push-api's settings, from the environment (see docs/configuration in the README).
+/// push-api's settings, from the environment (see the configuration table in docs/operating.md).
 public struct APIConfiguration: Sendable {
     public var databaseURL: String
     public var host: String

@@ -2,7 +2,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 
-/// push-worker's settings (see the README's configuration table).
+/// push-worker's settings (see the configuration table in docs/operating.md).
 public struct DispatchConfiguration: Sendable {
     public var databaseURL: String
     public var fcmBaseURL: String = "https://fcm.googleapis.com"

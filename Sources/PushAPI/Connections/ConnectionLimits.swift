@@ -9,8 +9,8 @@ import Glibc
 import Darwin
 #endif
 
-/// How many client connections push-api holds, and for how long (see Configuration in the
-/// README): Hummingbird's idle timeout, ``ConnectionGuard``'s read timeout, and a cap kept below
+/// How many client connections push-api holds, and for how long (see docs/operating.md,
+/// "Connections and proxies"): Hummingbird's idle timeout, ``ConnectionGuard``'s read timeout, and a cap kept below
 /// the process's open-files limit. At that limit accept() fails (EMFILE), and so does everything
 /// else that opens a descriptor, database connections included: with the limit at 128, 150 idle
 /// sockets made every new request time out and push-api spin at 100 % CPU (issue 30).
