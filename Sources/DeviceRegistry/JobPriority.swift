@@ -1,3 +1,5 @@
+import PostgresNIO
+
 /// A job's scheduling priority (`push_jobs.priority`): which jobs workers expand and send first
 /// when they share capacity. Not FCM's `android.priority` / `apns-priority`, which only the
 /// message sets.
@@ -18,4 +20,16 @@ public enum JobPriority: String, CaseIterable, Sendable, Comparable, Codable {
     }
 
     public static func < (lhs: JobPriority, rhs: JobPriority) -> Bool { lhs.rank < rhs.rank }
+}
+
+/// Read from `push_jobs.priority` as its text; a value outside the enum (a schema newer than
+/// this program) fails the row's decoding rather than turning into some other priority.
+extension JobPriority: PostgresDecodable {
+    public init<JSONDecoder: PostgresJSONDecoder>(from buffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat,
+                                                  context: PostgresDecodingContext<JSONDecoder>) throws {
+        guard let priority = JobPriority(rawValue: try String(from: &buffer, type: type, format: format, context: context)) else {
+            throw PostgresDecodingError.Code.failure
+        }
+        self = priority
+    }
 }

@@ -46,8 +46,8 @@ struct DeliveryQueue: Sendable {
              LIMIT \(limit)
             """, logger: logger)
         var jobs: [Audience] = []
-        for try await (job, app, users, platforms, priority, capped) in rows.decode((Int64, Int64, [Int64]?, [String]?, String, Bool).self) {
-            jobs.append(Audience(job: job, app: app, users: users, platforms: platforms, priority: JobPriority(rawValue: priority) ?? .normal,
+        for try await (job, app, users, platforms, priority, capped) in rows.decode((Int64, Int64, [Int64]?, [String]?, JobPriority, Bool).self) {
+            jobs.append(Audience(job: job, app: app, users: users, platforms: platforms, priority: priority,
                                  rateCapped: capped))
         }
         return jobs
@@ -254,14 +254,14 @@ struct DeliveryQueue: Sendable {
             """, logger: logger)
         var jobs: [Job] = []
         for try await (id, app, code, message, validateOnly, project, email, key, keyID, proven, priority, expiresAt) in rows.decode(
-            (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool, String, Date?).self
+            (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool, JobPriority, Date?).self
         ) {
             let account = project.flatMap { project in
                 email.flatMap { email in key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) } }
             }
             jobs.append(Job(id: id, appID: app, appCode: code,
                             message: PreparedMessage(messageJSON: message, validateOnly: validateOnly, expiresAt: expiresAt),
-                            account: account, projectProven: proven, priority: JobPriority(rawValue: priority) ?? .normal,
+                            account: account, projectProven: proven, priority: priority,
                             expiresAt: expiresAt))
         }
         return jobs
