@@ -36,9 +36,10 @@ enum JSONBody {
         }
     }
 
-    /// Reads a request body that must be a JSON object, for handlers that pick its members
-    /// themselves (the registration: no `Decodable` machinery on the busiest path).
-    static func object(from request: Request, context: some RequestContext) async throws -> JSONObject {
+    /// Reads a request body that must be a JSON object with no members but `fields`, for handlers
+    /// that pick its members themselves (the registration: no `Decodable` machinery on the busiest path).
+    static func object<Field>(from request: Request, context: some RequestContext,
+                              fields: Field.Type) async throws -> JSONObject<Field> {
         let buffer = try await read(request, context: context, limit: nil)
         let value: JSONValue
         do {
@@ -47,7 +48,20 @@ enum JSONBody {
             throw APIError.malformedJSON("the body is not valid JSON")
         }
         guard case .object(let members) = value else { throw APIError.validation("the body must be a JSON object") }
-        return JSONObject(members: members)
+        return try JSONObject(members: members)
+    }
+
+    /// Refuses a member the endpoint does not read: a misspelt field (`deviceID`, `userIDs`) must
+    /// not be dropped silently and with it what it was meant to do. Names the first unknown
+    /// member in sorted order, so the answer does not depend on how the body was hashed.
+    static func refuseUnknownMembers<Field: BodyField>(_ names: some Sequence<String>, of _: Field.Type) throws(APIError) {
+        var unknown: String?
+        for name in names where Field(rawValue: name) == nil {
+            unknown = min(unknown ?? name, name)
+        }
+        guard let unknown else { return }
+        throw APIError.validation("unknown field \(String(reflecting: unknown)); expected one of "
+            + Field.allCases.map(\.rawValue).joined(separator: ", "))
     }
 
     /// The body, after checking its media type and size.
@@ -106,16 +120,24 @@ enum JSONBody {
     private static let encoder = WireJSON.makeEncoder()
 }
 
+/// The members a request body may have, one case each, spelt as on the wire.
+protocol BodyField: CaseIterable, RawRepresentable<String> {}
+
 /// A request body's members, read with the same messages `decode` gives for a `Decodable` type.
-struct JSONObject {
+struct JSONObject<Field: BodyField> {
     let members: [String: JSONValue]
 
+    init(members: [String: JSONValue]) throws(APIError) {
+        try JSONBody.refuseUnknownMembers(members.keys, of: Field.self)
+        self.members = members
+    }
+
     /// The member as a string; nil when it is absent or null.
-    func string(_ name: String) throws(APIError) -> String? {
-        switch members[name] {
+    func string(_ field: Field) throws(APIError) -> String? {
+        switch members[field.rawValue] {
         case nil, .null?: return nil
         case .string(let value)?: return value
-        default: throw APIError.validation("\(name) must be a string")
+        default: throw APIError.validation("\(field.rawValue) must be a string")
         }
     }
 }

@@ -293,7 +293,7 @@ struct AdminEndpointTests {
         Rejected(body: notification(#""campaign":true,"ttlSeconds":"60""#), names: "ttlSeconds"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":9223372036854775807"#), names: "ttlSeconds"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":99999999999999999999"#), names: "ttlSeconds"),
-        Rejected(body: notification(#""campaign":true,"ttl":60"#), names: "unknown field ttl"),
+        Rejected(body: notification(#""campaign":true,"ttl":60"#), names: #"unknown field "ttl"; expected one of appCode, userIds, campaign"#),
         Rejected(body: "[1]", names: "the body must be a JSON object"),
         Rejected(body: #"{"appCode":"wowa","userIds":[1],"message":{"#, code: "MALFORMED_JSON", names: "not valid JSON"),
         Rejected(body: queueBody, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE", names: "application/json"),

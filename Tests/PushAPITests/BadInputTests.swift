@@ -30,6 +30,11 @@ struct BadInputTests {
         Case(json: #"{"token":"tok","platform":7}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "platform must be a string"),
         Case(json: #"{"token":12345,"platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token must be a string"),
         Case(json: #"{"token":"tok","platform":"ios","tokenType":"apns"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "tokenType must be one of fcm, fid"),
+        // A misspelt deviceId would leave the one-device-per-id replacement silently off.
+        Case(json: #"{"token":"tok","platform":"ios","deviceID":"phone-1"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+             message: #"unknown field "deviceID"; expected one of token, platform, deviceId, tokenType"#),
+        Case(json: #"{"token":"tok","platform":"ios","zz":1,"device_id":"p","tokenType":"fcm"}"#, contentType: "application/json", status: 400,
+             code: "VALIDATION_FAILED", message: #"unknown field "device_id"; expected one of token, platform, deviceId, tokenType"#),
         Case(json: "{\"token\":\"tok\",\"platform\":\"ios\",\"pad\":\"\(String(repeating: "p", count: 17_000))\"}", contentType: "application/json", status: 413, code: "PAYLOAD_TOO_LARGE", message: "the body must be at most 16384 bytes"),
     ]
 
@@ -45,6 +50,7 @@ struct BadInputTests {
             let list = try await client.send(.get, "/push/devices", token: fixture.token())
             #expect((list.json["devices"] as? [Any])?.isEmpty == true)
         }
+        #expect(try await fixture.database.text("SELECT count(*)::text FROM push_devices") == "0")
     }
 
     @Test func missingContentTypeIs415() async throws {

@@ -35,17 +35,13 @@ struct AdminController {
         let expiresAt: String?
         let ttlSeconds: Int64?
 
-        enum CodingKeys: String, CodingKey, CaseIterable {
+        enum CodingKeys: String, CodingKey, BodyField {
             case appCode, userIds, campaign, platforms, message, idempotencyKey, sendAt, dryRun, priority, expiresAt, ttlSeconds
         }
 
         init(from decoder: any Decoder) throws {
             // A misspelt field (`userIDs`, `send_at`) must not silently become a campaign or an immediate send.
-            let any = try decoder.container(keyedBy: AnyKey.self)
-            if let unknown = any.allKeys.first(where: { CodingKeys(stringValue: $0.stringValue) == nil }) {
-                throw APIError.validation("unknown field \(unknown.stringValue); expected one of "
-                    + CodingKeys.allCases.map(\.stringValue).joined(separator: ", "))
-            }
+            try JSONBody.refuseUnknownMembers(try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue), of: CodingKeys.self)
             let container = try decoder.container(keyedBy: CodingKeys.self)
             appCode = try container.decode(String.self, forKey: .appCode)
             userIds = try container.decodeIfPresent([Int64].self, forKey: .userIds)

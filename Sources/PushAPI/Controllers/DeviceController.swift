@@ -70,14 +70,19 @@ struct DeviceController {
     static let defaultPageSize: Int64 = 50
     static let pageSizes: ClosedRange<Int64> = 1...200
 
+    /// The members of a registration body.
+    enum RegistrationField: String, BodyField {
+        case token, platform, deviceId, tokenType
+    }
+
     @Sendable func register(_ request: Request, context: APIRequestContext) async throws -> Response {
         let user = try context.requireAppUser()
-        let body = try await JSONBody.object(from: request, context: context)
+        let body = try await JSONBody.object(from: request, context: context, fields: RegistrationField.self)
         let registration: DeviceRegistration
         do {
             registration = try DeviceRegistration(
-                token: try body.string("token"), platform: try body.string("platform"),
-                deviceID: try body.string("deviceId"), tokenType: try body.string("tokenType"))
+                token: try body.string(.token), platform: try body.string(.platform),
+                deviceID: try body.string(.deviceId), tokenType: try body.string(.tokenType))
         } catch let error as DeviceValidationError {
             throw APIError.validation(error.description)
         }
