@@ -13,6 +13,11 @@ func withDatabase<T: Sendable>(_ options: DatabaseOptions, _ body: (PostgresClie
         throw CLIError(error.description)
     }
     let logger = try options.logger()
+    do {
+        try await DatabaseReachability.verify(url: url, logger: logger)
+    } catch {
+        throw CLIError("\(error)")
+    }
     // The pool's own chatter (reconnects, early leases) is not for an operator's terminal.
     var backgroundLogger = logger
     backgroundLogger.logLevel = .critical
@@ -20,11 +25,6 @@ func withDatabase<T: Sendable>(_ options: DatabaseOptions, _ body: (PostgresClie
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }
         defer { group.cancelAll() }
-        do {
-            try await DatabaseReachability.verify(client, configuration: configuration, logger: logger)
-        } catch {
-            throw CLIError("\(error)")
-        }
         return try await body(client, logger)
     }
 }
