@@ -64,7 +64,7 @@ public struct Seed: Sendable {
 /// beta, three devices, three jobs, five deliveries covering every status, the first two last
 /// changed in 2020.
 public struct AuditScenario: Sendable {
-    /// Device tokens: longer than the 20 characters a listing shows, with a tail that must never appear.
+    /// Device tokens: 40 characters, of which a listing shows the first 20, with a tail that must never appear.
     public static let tokens = ["wowa-user1-ios-tokenAPA91b-secret-tail-1", "wowa-user2-android-tAPA91b-secret-tail-2",
                                 "beta-user1-web-tokenAPA91b-secret-tail-3"]
     public static let failure = (code: "UNREGISTERED", message: #"Requested entity was not found, "gone""#)
