@@ -7,6 +7,12 @@ import ServiceLifecycle
 
 /// `/metrics`, `/healthz`, `/readyz` on METRICS_PORT.
 public func buildWorkerOperations(port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service {
+    Application(router: workerOperationsRouter(client: client, metrics: metrics, logger: logger),
+                configuration: .init(address: .hostname(workerOperationsHost, port: port), serverName: "push-worker"), logger: logger)
+}
+
+/// The routes apart from the server, so that docs/contract.md can be checked against them.
+func workerOperationsRouter(client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> Router<BasicRequestContext> {
     let router = Router()
     router.get("healthz") { _, _ in #"{"status":"ok"}"# }
     router.get("readyz") { _, _ -> Response in
@@ -22,8 +28,7 @@ public func buildWorkerOperations(port: Int, client: PostgresClient, metrics: Di
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                  body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
     }
-    return Application(router: router, configuration: .init(address: .hostname(workerOperationsHost, port: port), serverName: "push-worker"),
-                       logger: logger)
+    return router
 }
 
 /// Every interface: probes and Prometheus scrape from outside the pod or host.
