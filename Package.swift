@@ -206,7 +206,15 @@ let package = Package(
         ),
         .testTarget(
             name: "DeployTests",
-            dependencies: ["PushAPI", "PushDispatch", "TestSupport", .product(name: "Yams", package: "Yams")]
+            dependencies: [
+                "PushAPI", "PushDispatch", "FCMEmulator", "DeviceRegistry", "TestSupport",
+                .product(name: "Yams", package: "Yams"),
+                // docs/contract.md is checked against the routers and a migrated database.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
