@@ -11,7 +11,9 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public let sendAt: Date
     public let createdAt: Date
     public let finishedAt: Date?
-    public let audience: Int
+    /// nil: the job ended (cancelled, failed) before any of its audience was expanded, so how
+    /// many devices it would have reached was never counted. Not 0, which is an audience counted empty.
+    public let audience: Int?
     public let sent: Int
     public let failed: Int
     public let skipped: Int
@@ -29,6 +31,32 @@ public struct JobSummary: Sendable, Equatable, Encodable {
 
     public static let statuses = ["queued", "running", "completed", "failed", "cancelled"]
     public static let finishedStatuses = ["completed", "failed", "cancelled"]
+
+    enum CodingKeys: String, CodingKey {
+        case id, appCode, status, sendAt, createdAt, finishedAt, audience, sent, failed, skipped, pending, dryRun, firstError
+        case priority, expiresAt, expired
+    }
+
+    /// Absent optionals are left out, as elsewhere, except `audience`: always there, null when not counted.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(appCode, forKey: .appCode)
+        try container.encode(status, forKey: .status)
+        try container.encode(sendAt, forKey: .sendAt)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encodeIfPresent(finishedAt, forKey: .finishedAt)
+        try container.encode(audience, forKey: .audience)
+        try container.encode(sent, forKey: .sent)
+        try container.encode(failed, forKey: .failed)
+        try container.encode(skipped, forKey: .skipped)
+        try container.encode(pending, forKey: .pending)
+        try container.encode(dryRun, forKey: .dryRun)
+        try container.encodeIfPresent(firstError, forKey: .firstError)
+        try container.encode(priority, forKey: .priority)
+        try container.encodeIfPresent(expiresAt, forKey: .expiresAt)
+        try container.encode(expired, forKey: .expired)
+    }
 }
 
 /// Why the enqueue functions refused a job (SQLSTATE 22023): the message names the field.
@@ -215,7 +243,9 @@ public struct JobDirectory: Sendable {
                COALESCE(j.last_error,
                         (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
                           WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
-               (count(d.id) + u.devices)::int,
+               -- Nothing expanded, nothing left to expand: the audience was never counted.
+               CASE WHEN j.finished_at IS NOT NULL AND NOT j.audience_complete AND count(d.id) + u.devices = 0 THEN NULL
+                    ELSE (count(d.id) + u.devices)::int END,
                count(d.id) FILTER (WHERE d.status = 'sent')::int,
                count(d.id) FILTER (WHERE d.status = 'failed')::int,
                count(d.id) FILTER (WHERE d.status = 'skipped')::int,
@@ -233,7 +263,7 @@ public struct JobDirectory: Sendable {
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String, Date?, String?, Int, Int, Int, Int, Int, Int).self) {
+        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String, Date?, String?, Int?, Int, Int, Int, Int, Int).self) {
             // push_jobs' CHECK holds it to the three.
             guard let priority = JobPriority(rawValue: row.7) else { preconditionFailure("push_jobs.priority '\(row.7)'") }
             jobs.append(JobSummary(id: row.0, appCode: row.1, status: row.2, sendAt: row.3, createdAt: row.4, finishedAt: row.5,

@@ -142,7 +142,7 @@ struct Jobs: AsyncParsableCommand {
 
     static func row(_ job: JobSummary) -> [String] {
         [String(job.id), job.appCode, job.status, job.priority.rawValue, WireJSON.formatted(job.sendAt),
-         job.expiresAt.map(WireJSON.formatted) ?? "-", String(job.audience), String(job.sent), String(job.failed),
+         job.expiresAt.map(WireJSON.formatted) ?? "-", job.audience.map(String.init) ?? "-", String(job.sent), String(job.failed),
          String(job.skipped), String(job.expired), String(job.pending)]
     }
 }
@@ -200,7 +200,7 @@ enum JobReport {
             "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : ""), priority \(job.priority.rawValue)",
             "send at: \(WireJSON.formatted(job.sendAt))" + (job.expiresAt.map { ", expires at \(WireJSON.formatted($0))" } ?? "")
                 + (job.finishedAt.map { ", finished \(WireJSON.formatted($0))" } ?? ""),
-            "audience \(job.audience): sent \(job.sent), failed \(job.failed), skipped \(job.skipped)\(expired), pending \(job.pending)",
+            "audience \(job.audience.map(String.init) ?? "not counted"): sent \(job.sent), failed \(job.failed), skipped \(job.skipped)\(expired), pending \(job.pending)",
         ]
         if let error = job.firstError { lines.append("first error: \(error)") }
         return lines.joined(separator: "\n")
@@ -209,12 +209,16 @@ enum JobReport {
     /// `[##########··········]  52%  5200/10000  sent 5100  failed 50  skipped 50  running`
     static func bar(_ job: JobSummary, width: Int = 30) -> String {
         let done = job.sent + job.failed + job.skipped
-        let fraction = job.audience == 0 ? (isFinished(job) ? 1 : 0) : Double(done) / Double(job.audience)
+        // No audience to measure against (counted empty, or never counted): all done once finished.
+        let fraction = switch job.audience {
+        case nil, 0: isFinished(job) ? 1.0 : 0
+        case let audience?: Double(done) / Double(audience)
+        }
         let filled = Int((fraction * Double(width)).rounded(.down))
         let state = job.status == "queued" && job.sendAt > Date() ? "queued until \(WireJSON.formatted(job.sendAt))" : job.status
         return "[" + String(repeating: "#", count: filled) + String(repeating: "·", count: width - filled) + "] "
             + "\(Int((fraction * 100).rounded(.down)))%".leftPadded(4)
-            + "  \(done)/\(job.audience)  sent \(job.sent)  failed \(job.failed)  skipped \(job.skipped)  \(state)"
+            + "  \(done)/\(job.audience.map(String.init) ?? "-")  sent \(job.sent)  failed \(job.failed)  skipped \(job.skipped)  \(state)"
     }
 }
 

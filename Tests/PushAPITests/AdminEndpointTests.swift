@@ -421,6 +421,30 @@ struct AdminEndpointTests {
         }
     }
 
+    /// A job cancelled before its send time never had its audience counted: null (not 0) in the
+    /// cancel's answer, the job and the listing. A job whose audience was expanded keeps its count.
+    @Test func aJobCancelledBeforeItRanHasNoAudienceCount() async throws {
+        let fixture = try await APIFixture.make()
+        let scenario = try await fixture.scenario()
+        try await fixture.database.seed { try await $0.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(scenario.jobs[0])") }
+        try await fixture.admin { client in
+            let tomorrow = WireJSON.formatted(Date().addingTimeInterval(86_400))
+            let queued = try await client.admin(.post, "/push/notifications", json: Self.notification(#""userIds":[1,2],"sendAt":"\#(tomorrow)""#))
+            let scheduled = try #require(queued.jobID, "\(queued.text)")
+            // While it waits, its audience is the devices it would reach now.
+            #expect(try await client.admin(.get, "/admin/jobs/\(scheduled)").number("audience") == 2)
+            let cancelled = try await client.admin(.delete, "/admin/jobs/\(scheduled)")
+            let job = try await client.admin(.get, "/admin/jobs/\(scheduled)")
+            let listed = try #require((try await client.admin(.get, "/admin/jobs").json["jobs"] as? [[String: Any]])?.first)
+            for shown in [cancelled.json, job.json, listed] {
+                #expect(int64(shown["id"]) == scheduled && shown["status"] as? String == "cancelled", "\(shown)")
+                #expect(shown["audience"] is NSNull && int64(shown["sent"]) == 0 && int64(shown["pending"]) == 0, "\(shown)")
+            }
+            let ran = try await client.admin(.get, "/admin/jobs/\(scenario.jobs[0])")
+            #expect(ran.json["status"] as? String == "completed" && ran.number("audience") == 2 && ran.number("sent") == 1, "\(ran.text)")
+        }
+    }
+
     @Test func cancelSkipsWhatIsPendingKeepsWhatWasSentAndHappensOnce() async throws {
         let fixture = try await APIFixture.make()
         let scenario = try await fixture.scenario()
