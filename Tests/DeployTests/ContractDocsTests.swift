@@ -101,7 +101,7 @@ import Yams
 
     @Test func pushAPIEndpointsAreItsRoutesAndItsOpenAPIPaths() async throws {
         let logger = Logger(label: "contract-docs")
-        let client = PostgresClient(configuration: try DatabaseConfiguration.parse("postgres://nobody@127.0.0.1:1/none"), backgroundLogger: logger)
+        let client = try unconnectedClient(logger: logger)
         let router = try buildRouter(
             client: client,
             registrations: RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, deadline: .seconds(1), logger: logger),
@@ -125,7 +125,7 @@ import Yams
 
     @Test func pushWorkerEndpointsAreItsRoutes() throws {
         let logger = Logger(label: "contract-docs")
-        let client = PostgresClient(configuration: try DatabaseConfiguration.parse("postgres://nobody@127.0.0.1:1/none"), backgroundLogger: logger)
+        let client = try unconnectedClient(logger: logger)
         let router = workerOperationsRouter(client: client, metrics: DispatchMetrics(), logger: logger)
         try expectSameNames(documented: ContractDocument.load().keys(under: "push-worker endpoints"),
                             actual: Set(router.routes.map { "\($0.method) \($0.path)" }),
@@ -182,6 +182,11 @@ import Yams
             }
         }
     }
+}
+
+/// A client for building routers that are only listed: it is never run, so nothing connects.
+private func unconnectedClient(logger: Logger) throws -> PostgresClient {
+    PostgresClient(configuration: try DatabaseConfiguration.parse("postgres://nobody@127.0.0.1:1/none"), backgroundLogger: logger)
 }
 
 /// Records, one line each, what the document names and `source` lacks and what `source` has and
