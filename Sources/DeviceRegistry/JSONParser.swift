@@ -1,32 +1,87 @@
 import Foundation
 
-/// Why a document is not JSON: the byte offset where reading stopped.
-struct JSONSyntaxError: Error, CustomStringConvertible {
-    let offset: Int
-    var description: String { "invalid JSON at byte \(offset)" }
+/// Why a document is not JSON: what was wrong, and where reading stopped.
+public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
+    public enum Problem: Equatable, Sendable {
+        /// The document stops inside a value, or holds none.
+        case endsEarly
+        /// A byte no JSON document can have at that place.
+        case unexpected(UInt8)
+        /// A string whose bytes are not UTF-8, or that escapes half a surrogate pair.
+        case invalidString
+        /// Arrays and objects nested deeper than `JSONParser.maximumDepth`.
+        case tooDeep
+        /// A number too large for a `Decimal`.
+        case numberOutOfRange
+    }
+
+    public let problem: Problem
+    /// The byte offset where reading stopped.
+    public let offset: Int
+    /// The line (from 1) and the character in that line (from 1) of `offset`.
+    public let line: Int
+    public let column: Int
+
+    /// `bytes` is the whole document: the line and column are counted in it.
+    init(_ problem: Problem, at offset: Int, in bytes: UnsafeRawBufferPointer) {
+        self.problem = problem
+        self.offset = offset
+        var (line, column) = (1, 1)
+        for byte in bytes[..<min(offset, bytes.count)] {
+            if byte == UInt8(ascii: "\n") {
+                (line, column) = (line + 1, 1)
+            } else if byte & 0xC0 != 0x80 {
+                // Not a UTF-8 continuation byte: a character starts here.
+                column += 1
+            }
+        }
+        (self.line, self.column) = (line, column)
+    }
+
+    public var description: String {
+        let place = "line \(line), column \(column)"
+        return switch problem {
+        case .endsEarly: "it ends too early, at \(place)"
+        case .unexpected(let byte): "unexpected \(Self.name(byte)) at \(place)"
+        case .invalidString: "invalid UTF-8 or a lone surrogate in the string at \(place)"
+        case .tooDeep: "more than \(JSONParser.maximumDepth) nested arrays and objects at \(place)"
+        case .numberOutOfRange: "a number out of range at \(place)"
+        }
+    }
+
+    /// A byte as a message can show it: visible ASCII quoted, anything else (a control
+    /// character, part of a multi-byte character) by its value.
+    private static func name(_ byte: UInt8) -> String {
+        switch byte {
+        case 0x21...0x7E: "'\(Character(Unicode.Scalar(byte)))'"
+        case 0x20: "a space"
+        case ..<0x20, 0x7F: "control character 0x\(String(byte, radix: 16, uppercase: true))"
+        default: "byte 0x\(String(byte, radix: 16, uppercase: true))"
+        }
+    }
 }
 
 /// A strict RFC 8259 reader for the small documents on the registration path (the request body,
-/// a JWT's header and claims). Foundation's `JSONDecoder` costs about a tenth of a registration's
+/// a JWT's header and claims; pushctl's JSON options). Foundation's `JSONDecoder` costs about a tenth of a registration's
 /// CPU there, most of it in `Decodable`'s generic machinery, not in reading bytes.
 ///
 /// Invalid UTF-8, unescaped control characters, lone surrogates, leading zeros, trailing commas
 /// or content after the value are errors. A repeated member name keeps its last value.
-struct JSONParser {
+public struct JSONParser {
     /// Deeper documents are refused, here and for every request body (JSONBody): FCM's messages
     /// nest a handful of levels, and a deep document costs stack and decoding time.
-    static let maximumDepth = 32
+    public static let maximumDepth = 32
 
-    static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONSyntaxError) -> JSONValue {
+    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONSyntaxError) -> JSONValue {
         var parser = JSONParser(bytes: bytes)
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
-        guard parser.index == bytes.count else { throw JSONSyntaxError(offset: parser.index) }
+        guard parser.index == bytes.count else { throw parser.failure() }
         return value
     }
 
-    static func parse(_ bytes: some ContiguousBytes) throws(JSONSyntaxError) -> JSONValue {
+    public static func parse(_ bytes: some ContiguousBytes) throws(JSONSyntaxError) -> JSONValue {
         let result = bytes.withUnsafeBytes { buffer in Result { () throws(JSONSyntaxError) in try parse(buffer) } }
         return try result.get()
     }
@@ -40,7 +95,11 @@ struct JSONParser {
 
     private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
 
-    private func failure() -> JSONSyntaxError { JSONSyntaxError(offset: index) }
+    /// What stops reading at `offset` (by default where reading is): the byte there, or the end.
+    private func failure(_ problem: JSONSyntaxError.Problem? = nil, at offset: Int? = nil) -> JSONSyntaxError {
+        let offset = offset ?? index
+        return JSONSyntaxError(problem ?? (offset < bytes.count ? .unexpected(bytes[offset]) : .endsEarly), at: offset, in: bytes)
+    }
 
     private mutating func skipWhitespace() {
         while index < bytes.count {
@@ -69,12 +128,18 @@ struct JSONParser {
         let count = word.utf8CodeUnitCount
         guard bytes.count - index >= count,
               memcmp(bytes.baseAddress! + index, word.utf8Start, count) == 0
-        else { throw failure() }
+        else {
+            // Point at the first byte that differs (`tru}` at the `}`), not at the word's start.
+            let letters = UnsafeRawBufferPointer(start: word.utf8Start, count: count)
+            var offset = index
+            while offset < bytes.count, offset - index < count, bytes[offset] == letters[offset - index] { offset += 1 }
+            throw failure(at: offset)
+        }
         index += count
     }
 
     private mutating func object(depth: Int) throws(JSONSyntaxError) -> JSONValue {
-        guard depth <= Self.maximumDepth else { throw failure() }
+        guard depth <= Self.maximumDepth else { throw failure(.tooDeep) }
         index += 1
         var members: [String: JSONValue] = [:]
         skipWhitespace()
@@ -95,7 +160,7 @@ struct JSONParser {
     }
 
     private mutating func array(depth: Int) throws(JSONSyntaxError) -> JSONValue {
-        guard depth <= Self.maximumDepth else { throw failure() }
+        guard depth <= Self.maximumDepth else { throw failure(.tooDeep) }
         index += 1
         var elements: [JSONValue] = []
         skipWhitespace()
@@ -136,7 +201,7 @@ struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 let run = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                guard let text = String(validating: run, as: UTF8.self) else { throw JSONSyntaxError(offset: start) }
+                guard let text = String(validating: run, as: UTF8.self) else { throw failure(.invalidString, at: start) }
                 return text
             }
             if byte == UInt8(ascii: "\\") { break }
@@ -148,7 +213,7 @@ struct JSONParser {
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                guard let text = String(validating: utf8, as: UTF8.self) else { throw JSONSyntaxError(offset: start) }
+                guard let text = String(validating: utf8, as: UTF8.self) else { throw failure(.invalidString, at: start) }
                 return text
             case UInt8(ascii: "\\"):
                 index += 1
@@ -165,6 +230,7 @@ struct JSONParser {
 
     private mutating func escape(into utf8: inout [UInt8]) throws(JSONSyntaxError) {
         guard let byte = current else { throw failure() }
+        let escaped = index
         index += 1
         switch byte {
         case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): utf8.append(byte)
@@ -178,25 +244,24 @@ struct JSONParser {
             if (0xD800...0xDBFF).contains(scalar) {
                 // A high surrogate must be followed by an escaped low one.
                 guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") else {
-                    throw failure()
+                    throw failure(.invalidString, at: escaped - 1)
                 }
                 index += 2
                 let low = UInt32(try hex4())
-                guard (0xDC00...0xDFFF).contains(low) else { throw failure() }
+                guard (0xDC00...0xDFFF).contains(low) else { throw failure(.invalidString, at: escaped - 1) }
                 scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
             }
-            guard let unicode = Unicode.Scalar(scalar) else { throw failure() }
+            guard let unicode = Unicode.Scalar(scalar) else { throw failure(.invalidString, at: escaped - 1) }
             utf8.append(contentsOf: UTF8.encode(unicode)!)
         default:
-            throw failure()
+            throw failure(at: escaped)
         }
     }
 
     private mutating func hex4() throws(JSONSyntaxError) -> UInt16 {
-        guard bytes.count - index >= 4 else { throw failure() }
         var value: UInt16 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
+            guard let byte = current else { throw failure() }
             let digit: UInt8
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
@@ -233,7 +298,7 @@ struct JSONParser {
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if integral, let integer = Int64(text) { return .integer(integer) }
-        guard let decimal = Decimal(string: text, locale: nil), decimal.isFinite else { throw JSONSyntaxError(offset: start) }
+        guard let decimal = Decimal(string: text, locale: nil), decimal.isFinite else { throw failure(.numberOutOfRange, at: start) }
         return .number(decimal)
     }
 
@@ -246,13 +311,13 @@ struct JSONParser {
 
 extension JSONValue {
     /// The member's value when this is an object, else nil.
-    subscript(member: String) -> JSONValue? {
+    public subscript(member: String) -> JSONValue? {
         if case .object(let members) = self { return members[member] }
         return nil
     }
 
     /// The value as a number of seconds (JWT dates are seconds since 1970, maybe fractional).
-    var seconds: Double? {
+    public var seconds: Double? {
         switch self {
         case .integer(let value): Double(value)
         case .number(let value): NSDecimalNumber(decimal: value).doubleValue

@@ -3,7 +3,7 @@ import Foundation
 /// Any JSON value, decoded and re-encoded as it came: an FCM message is passed through to the
 /// database without the API knowing its every field. Numbers stay numbers (as `Decimal`, 38
 /// digits: no rounding through `Double`), booleans booleans.
-indirect enum JSONValue: Codable, Sendable, Equatable {
+public indirect enum JSONValue: Codable, Sendable, Equatable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -12,7 +12,7 @@ indirect enum JSONValue: Codable, Sendable, Equatable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -31,7 +31,7 @@ indirect enum JSONValue: Codable, Sendable, Equatable {
         }
     }
 
-    func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()

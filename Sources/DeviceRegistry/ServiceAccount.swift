@@ -21,42 +21,47 @@ public struct ServiceAccount: Sendable, Equatable, CustomStringConvertible {
     /// Reads a service-account JSON as downloaded from the Firebase console and checks that the
     /// key is a usable RSA private key, so a broken file is refused now rather than at send time.
     public init(json data: Data) throws(ServiceAccountError) {
-        struct File: Decodable {
-            let type: String?
-            let project_id: String?
-            let private_key_id: String?
-            let private_key: String?
-            let client_email: String?
-        }
-        let file: File
+        let value: JSONValue
         do {
-            file = try JSONDecoder().decode(File.self, from: data)
+            value = try JSONParser.parse(data)
         } catch {
-            throw .notJSON
+            throw .notJSON(error)
         }
-        if let type = file.type, type != "service_account" { throw .wrongType(type) }
-        guard let projectID = file.project_id, !projectID.isEmpty else { throw .missingField("project_id") }
-        guard let clientEmail = file.client_email, clientEmail.contains("@") else { throw .missingField("client_email") }
-        guard let key = file.private_key, !key.isEmpty else { throw .missingField("private_key") }
+        guard case .object(let members) = value else { throw .notAnObject }
+        func string(_ field: String) throws(ServiceAccountError) -> String? {
+            switch members[field] {
+            case nil, .null?: return nil
+            case .string(let value)?: return value
+            default: throw .notAString(field)
+            }
+        }
+        if let type = try string("type"), type != "service_account" { throw .wrongType(type) }
+        guard let projectID = try string("project_id"), !projectID.isEmpty else { throw .missingField("project_id") }
+        guard let clientEmail = try string("client_email"), clientEmail.contains("@") else { throw .missingField("client_email") }
+        guard let key = try string("private_key"), !key.isEmpty else { throw .missingField("private_key") }
         do {
             _ = try _RSA.Signing.PrivateKey(pemRepresentation: key)
         } catch {
             throw .unreadablePrivateKey
         }
         self.init(projectID: projectID, clientEmail: clientEmail, privateKeyPEM: key,
-                  privateKeyID: file.private_key_id.flatMap { $0.isEmpty ? nil : $0 })
+                  privateKeyID: try string("private_key_id").flatMap { $0.isEmpty ? nil : $0 })
     }
 }
 
 public enum ServiceAccountError: Error, CustomStringConvertible, Equatable {
-    case notJSON
+    case notJSON(JSONSyntaxError)
+    case notAnObject
+    case notAString(String)
     case wrongType(String)
     case missingField(String)
     case unreadablePrivateKey
 
     public var description: String {
         switch self {
-        case .notJSON: "service account file is not JSON"
+        case .notJSON(let syntax): "service account file is not valid JSON: \(syntax)"
+        case .notAnObject: "service account file is not a JSON object"
+        case .notAString(let field): "service account file's '\(field)' is not a string"
         case .wrongType(let type): "service account file has type '\(type)', expected 'service_account'"
         case .missingField(let field): "service account file lacks '\(field)'"
         case .unreadablePrivateKey: "service account private_key is not an RSA private key in PEM form"

@@ -109,7 +109,9 @@ func readServiceAccount(_ path: String) throws -> ServiceAccount {
     }
     do {
         return try ServiceAccount(json: data)
+    } catch .notJSON(let syntax) {
+        throw InvalidJSONOption(option: "--service-account \(path)", syntax: syntax)
     } catch {
-        throw CLIError("\(path): \(error.description)")
+        throw CLIError("--service-account \(path): \(error.description)")
     }
 }

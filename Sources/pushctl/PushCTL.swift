@@ -42,6 +42,15 @@ struct CLIError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+/// An option whose JSON (given, or in the file it names) does not parse, refused before anything
+/// touches the database: named as the operator wrote it, with what is wrong and where.
+struct InvalidJSONOption: Error, CustomStringConvertible {
+    /// `--message`, or `--service-account key.json`.
+    let option: String
+    let syntax: JSONSyntaxError
+    var description: String { "\(option) is not valid JSON: \(syntax)" }
+}
+
 extension AsyncParsableCommand {
     /// Runs `body`, turning every failure into one line on stderr and a non-zero exit.
     func reportingErrors(_ body: () async throws -> Void) async throws {

@@ -40,7 +40,15 @@ struct MessageOptions: ParsableArguments {
     }
 
     func messageJSON() throws -> String {
-        if let message { return message }
+        if let message {
+            // PostgreSQL would refuse it too, but in its own words and without naming the option.
+            do {
+                _ = try JSONParser.parse(Data(message.utf8))
+            } catch {
+                throw InvalidJSONOption(option: "--message", syntax: error)
+            }
+            return message
+        }
         var object: [String: Any] = [:]
         var notification: [String: String] = [:]
         if let title { notification["title"] = title }

@@ -108,7 +108,10 @@ struct ServiceAccountTests {
     }
 
     @Test func refusesBrokenFiles() {
-        #expect(throws: ServiceAccountError.notJSON) { try ServiceAccount(json: Data("nope".utf8)) }
+        let notJSON = #expect(throws: ServiceAccountError.self) { try ServiceAccount(json: Data("{\n  \"type\": \"service_account\",\n}".utf8)) }
+        #expect(notJSON?.description == "service account file is not valid JSON: unexpected '}' at line 3, column 1")
+        #expect(throws: ServiceAccountError.notAnObject) { try ServiceAccount(json: Data("[]".utf8)) }
+        #expect(throws: ServiceAccountError.notAString("project_id")) { try ServiceAccount(json: Data(#"{"project_id":5}"#.utf8)) }
         #expect(throws: ServiceAccountError.wrongType("authorized_user")) {
             try ServiceAccount(json: Data(#"{"type":"authorized_user"}"#.utf8))
         }

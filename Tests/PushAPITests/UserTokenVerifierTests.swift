@@ -2,54 +2,6 @@ import Foundation
 @testable import PushAPI
 import Testing
 
-@Suite("The JSON reader of the registration path")
-struct JSONParserTests {
-    static func parse(_ text: String) throws -> JSONValue {
-        try JSONParser.parse(Array(text.utf8))
-    }
-
-    @Test func readsEveryKindOfValue() throws {
-        let value = try Self.parse(#" { "s" : "a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00" , "i":-42, "z":0, "big":9223372036854775808,"#
-                                   + #" "f":1.5e3, "t":true, "n":null, "a":[ [], {}, false ] } "#)
-        #expect(value == .object([
-            "s": .string("a\"b\\c/d\u{8}\u{C}\n\r\té😀"),
-            "i": .integer(-42),
-            "z": .integer(0),
-            "big": .number(Decimal(string: "9223372036854775808")!),
-            "f": .number(1500),
-            "t": .bool(true),
-            "n": .null,
-            "a": .array([.array([]), .object([:]), .bool(false)]),
-        ]))
-        #expect(try Self.parse(#""plain""#) == .string("plain"))
-        #expect(try Self.parse(#"{"k":1,"k":2}"#) == .object(["k": .integer(2)]))
-        #expect(try Self.parse("\"é\"") == .string("é"))
-    }
-
-    @Test(arguments: [
-        "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "{\"a\":1}x", "[1 2]", "01", "-", "1.", ".5", "1e", "+1",
-        "tru", "nul", "True", "\"unterminated", "\"tab\there\"", "\"\\x\"", "\"\\u12\"", "\"\\u00zz\"",
-        "\"\\ud83d\"", "\"\\ud83d\\u0041\"", "\"\\ude00\"", "'single'", "NaN", "1e400", "[" + String(repeating: "[", count: 80) + "]",
-    ])
-    func refusesWhatIsNotJSON(_ text: String) {
-        #expect(throws: JSONSyntaxError.self) { try Self.parse(text) }
-    }
-
-    @Test func refusesInvalidUTF8() {
-        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse([0x22, 0xC3, 0x28, 0x22]) }
-        #expect(throws: JSONSyntaxError.self) { try JSONParser.parse([0x22, 0x5C, 0x6E, 0xFF, 0x22]) }
-    }
-
-    @Test func agreesWithFoundationOnARegistrationBody() throws {
-        let body = #"{"token":"fcm:APA91b\u0041-_x","platform":"android","deviceId":"Pixel \"8\" 🙂","tokenType":null}"#
-        let foundation = try JSONSerialization.jsonObject(with: Data(body.utf8)) as! [String: Any]
-        let ours = try Self.parse(body)
-        #expect(ours["token"] == .string(foundation["token"] as! String))
-        #expect(ours["deviceId"] == .string(foundation["deviceId"] as! String))
-        #expect(ours["tokenType"] == .null)
-    }
-}
-
 @Suite("base64url segments")
 struct Base64URLTests {
     @Test func decodesEveryLengthOfUnpaddedInput() {

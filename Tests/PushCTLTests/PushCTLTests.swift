@@ -69,12 +69,18 @@ struct PushCTLTests {
 
         let garbage = FileManager.default.temporaryDirectory.appendingPathComponent("garbage-\(UUID()).json").path
         try Data("{\"type\":\"service_account\"}".utf8).write(to: URL(fileURLWithPath: garbage))
+        let broken = FileManager.default.temporaryDirectory.appendingPathComponent("broken-\(UUID()).json").path
+        try Data("{\n  \"type\": \"service_account\",\n}\n".utf8).write(to: URL(fileURLWithPath: broken))
 
         let cases: [([String], [String: String], String)] = [
             (["app", "add", "--code", "wowa", "--name", "Again"], env, "an app with code 'wowa' already exists"),
             (["app", "add", "--code", "Bad Code", "--name", "X"], env, "app code 'Bad Code' must be"),
             (["app", "add", "--code", "x", "--name", "X", "--service-account", "/nonexistent.json"], env, "cannot read the service account file /nonexistent.json"),
             (["app", "set-credentials", "--code", "wowa", "--service-account", garbage], env, "lacks 'project_id'"),
+            (["app", "add", "--code", "x", "--name", "X", "--service-account", broken], env,
+             "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"),
+            (["app", "set-credentials", "--code", "wowa", "--service-account", broken], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"],
+             "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"),
             (["app", "set-credentials", "--code", "nope", "--service-account", try ServiceAccountFile.make().path], env, "no app with code 'nope'"),
             (["app", "list"], [:], "DATABASE_URL is not set"),
             (["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database at 127.0.0.1:1"),

@@ -1,4 +1,5 @@
 import Crypto
+import DeviceRegistry
 import Foundation
 import JWTKit
 
