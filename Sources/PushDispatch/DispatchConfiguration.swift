@@ -13,6 +13,8 @@ public struct DispatchConfiguration: Sendable {
     /// 2,500–5,000/s. Larger claims also cost fewer statements per delivery.
     public var concurrency: Int = 1024
     public var metricsPort: Int?
+    /// Every interface by default: probes and Prometheus scrape from outside the pod or host.
+    public var metricsHost: String = "0.0.0.0"
     public var logLevel: Logger.Level = .info
     /// How long a claimed delivery stays ours without a heartbeat: a crashed worker's work is
     /// taken over after at most this long.
@@ -47,7 +49,7 @@ public struct DispatchConfiguration: Sendable {
 
     /// Every environment variable push-worker reads.
     public static let environmentVariables: Set<String> = [
-        "DATABASE_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT",
+        "DATABASE_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT", "METRICS_HOST",
         "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "LOG_LEVEL",
     ]
 
@@ -67,6 +69,7 @@ public struct DispatchConfiguration: Sendable {
         }
         if let concurrency = try settings.integer("WORKER_CONCURRENCY", in: 1...10_000) { configuration.concurrency = concurrency }
         configuration.metricsPort = try settings.integer("METRICS_PORT", in: 0...65535)
+        if let host = settings.value("METRICS_HOST") { configuration.metricsHost = host }
         if let lease = try settings.integer("WORKER_LEASE_SECONDS", in: 5...3600) { configuration.lease = .seconds(lease) }
         if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) { configuration.fcmRequestTimeout = .seconds(timeout) }
         if let level = try settings.logLevel() { configuration.logLevel = level }

@@ -24,7 +24,7 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
     let metrics = DispatchMetrics()
     var services: [any Service] = [client]
     if let port = configuration.metricsPort {
-        services.append(buildWorkerOperations(port: port, client: client, metrics: metrics, logger: logger))
+        services.append(buildWorkerOperations(host: configuration.metricsHost, port: port, client: client, metrics: metrics, logger: logger))
     }
     services.append(Dispatcher(configuration: configuration, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
     var groupConfiguration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
@@ -40,7 +40,7 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
         "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
     ])
     do {
-        try await ProgramStartup.listening(on: workerOperationsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
+        try await ProgramStartup.listening(on: configuration.metricsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
             try await group.run()
         }
     } catch {

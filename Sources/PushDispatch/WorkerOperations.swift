@@ -5,10 +5,10 @@ import NIOCore
 import PostgresNIO
 import ServiceLifecycle
 
-/// `/metrics`, `/healthz`, `/readyz` on METRICS_PORT.
-public func buildWorkerOperations(port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service {
+/// `/metrics`, `/healthz`, `/readyz` on METRICS_HOST:METRICS_PORT.
+public func buildWorkerOperations(host: String, port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service {
     Application(router: workerOperationsRouter(client: client, metrics: metrics, logger: logger),
-                configuration: .init(address: .hostname(workerOperationsHost, port: port), serverName: "push-worker"), logger: logger)
+                configuration: .init(address: .hostname(host, port: port), serverName: "push-worker"), logger: logger)
 }
 
 /// The routes apart from the server, so that docs/contract.md can be checked against them.
@@ -30,6 +30,3 @@ func workerOperationsRouter(client: PostgresClient, metrics: DispatchMetrics, lo
     }
     return router
 }
-
-/// Every interface: probes and Prometheus scrape from outside the pod or host.
-let workerOperationsHost = "0.0.0.0"

@@ -20,19 +20,22 @@ struct PushWorkerCommand: AsyncParsableCommand {
             PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
             FCM_REQUEST_TIMEOUT_SECONDS (an FCM send's deadline, default 30), \
-            METRICS_PORT (serves /metrics, /healthz, /readyz when set), LOG_LEVEL (default info). \
+            METRICS_PORT (serves /metrics, /healthz, /readyz when set), METRICS_HOST (their address, default \
+            0.0.0.0), LOG_LEVEL (default info). \
             SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, hand deliveries claimed \
             and not sent yet to the next worker at once, exit.
             """)
 
     @Option(help: "FCM requests in flight (WORKER_CONCURRENCY).") var concurrency: Int?
     @Option(help: "Serve /metrics, /healthz, /readyz on this port (METRICS_PORT).") var metricsPort: Int?
+    @Option(help: "Address to serve them on (METRICS_HOST).") var metricsHost: String?
     @Option(help: "trace, debug, info, notice, warning, error or critical (LOG_LEVEL).") var logLevel: String?
 
     func run() async throws {
         var environment = ProcessInfo.processInfo.environment
         if let concurrency { environment["WORKER_CONCURRENCY"] = String(concurrency) }
         if let metricsPort { environment["METRICS_PORT"] = String(metricsPort) }
+        if let metricsHost { environment["METRICS_HOST"] = metricsHost }
         if let logLevel { environment["LOG_LEVEL"] = logLevel }
         let succeeded = await ProgramStartup.run("push-worker") {
             let configuration = try DispatchConfiguration.fromEnvironment(environment)

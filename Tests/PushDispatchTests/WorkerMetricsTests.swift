@@ -32,4 +32,24 @@ struct WorkerMetricsTests {
             #expect(metrics.contains("push_oldest_due_job_age_seconds"))
         }
     }
+
+    /// METRICS_HOST picks the address: on 127.0.0.2 (loopback, but not 127.0.0.1) the endpoints
+    /// answer there and nothing listens on 127.0.0.1.
+    @Test func servedOnMetricsHostOnly() async throws {
+        try await WorkerFixture.with { fixture in
+            var configuration = fixture.configuration
+            let port = try LocalCluster.freePort()
+            configuration.metricsPort = port
+            configuration.metricsHost = "127.0.0.2"
+            let (onHost, onOther) = try await fixture.withWorker(configuration) { () async throws -> (UInt?, UInt?) in
+                func health(at host: String) async -> UInt? {
+                    let request = HTTPClientRequest(url: "http://\(host):\(port)/healthz")
+                    return try? await HTTPClient.shared.execute(request, timeout: .seconds(5)).status.code
+                }
+                return (await health(at: "127.0.0.2"), await health(at: "127.0.0.1"))
+            }
+            #expect(onHost == 200)
+            #expect(onOther == nil)
+        }
+    }
 }
