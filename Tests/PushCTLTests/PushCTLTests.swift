@@ -83,7 +83,7 @@ struct PushCTLTests {
              "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"),
             (["app", "set-credentials", "--code", "nope", "--service-account", try ServiceAccountFile.make().path], env, "no app with code 'nope'"),
             (["app", "list"], [:], "DATABASE_URL is not set"),
-            (["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database at 127.0.0.1:1"),
+            (["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database: connection refused at 127.0.0.1:1"),
             (["app", "list"], ["DATABASE_URL": "mysql://nope"], "DATABASE_URL: expected postgres://"),
             (["app", "add", "--code", "loud", "--name", "Loud", "--log-level", "loud"], env, "LOG_LEVEL: 'loud' is not one of trace, debug"),
             (["app", "add", "--code", "verbose", "--name", "Verbose"], env.merging(["LOG_LEVEL": "verbose"]) { $1 }, "LOG_LEVEL: 'verbose' is not one of"),
