@@ -18,5 +18,3 @@ import TestSupport
         }
     }
 }
-
-private let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -160,28 +160,6 @@ import Yams
             }
         }
     }
-
-    /// No link leaves the repository, and each one finds its file and heading.
-    @Test func linksStayInTheRepositoryAndResolve() throws {
-        let document = try ContractDocument.load()
-        let folder = repositoryRoot.appendingPathComponent("docs")
-        #expect(!document.links.isEmpty)
-        for link in document.links where !link.hasPrefix("https://") {
-            let parts = link.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            let target = parts[0].isEmpty ? repositoryRoot.appendingPathComponent(Self.document) : folder.appendingPathComponent(parts[0]).standardized
-            guard target.path.hasPrefix(repositoryRoot.path + "/") else {
-                Issue.record("\(Self.document) links to \(link), outside the repository")
-                continue
-            }
-            guard let text = try? String(contentsOf: target, encoding: .utf8) else {
-                Issue.record("\(Self.document) links to \(link): \(target.path) does not exist")
-                continue
-            }
-            if parts.count == 2, !headings(in: text).map(headingAnchor).contains(parts[1]) {
-                Issue.record("\(Self.document) links to \(link): \(parts[0].isEmpty ? Self.document : parts[0]) has no heading #\(parts[1])")
-            }
-        }
-    }
 }
 
 /// A client for building routers that are only listed: it is never run, so nothing connects.
@@ -214,7 +192,6 @@ struct ContractDocument {
     }
 
     let rowsByHeading: [String: [Row]]
-    let links: [String]
 
     static func load() throws -> ContractDocument {
         try ContractDocument(String(contentsOf: repositoryRoot.appendingPathComponent(ContractDocsTests.document), encoding: .utf8))
@@ -232,7 +209,6 @@ struct ContractDocument {
             }
         }
         rowsByHeading = rows
-        links = matches(of: #"\]\(([^)\s]+)\)"#, in: text)
     }
 
     /// A missing heading is a failure of its own, so that renaming one never empties a check.
@@ -350,14 +326,6 @@ private func variablesRead(bySourcesIn folders: [String]) throws -> Set<String> 
     return variables
 }
 
-/// The first capture group of every match.
-private func matches(of pattern: String, in text: String) -> [String] {
-    let expression = try! NSRegularExpression(pattern: pattern)
-    return expression.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { match in
-        Range(match.range(at: 1), in: text).map { String(text[$0]) }
-    }
-}
-
 private func backticked(in text: String) -> [String] { matches(of: "`([^`]+)`", in: text) }
 
 /// `text` without anything in parentheses, nested or not.
@@ -369,26 +337,3 @@ private func withoutParentheses(_ text: String) -> String {
     })
 }
 
-/// The lines of a Markdown text outside its fenced code blocks (where `#` starts a comment).
-private func outsideCodeBlocks(_ text: String) -> [String] {
-    var inCode = false
-    return text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).filter { line in
-        if line.hasPrefix("```") { inCode.toggle(); return false }
-        return !inCode
-    }
-}
-
-private func headings(in text: String) -> [String] {
-    outsideCodeBlocks(text).filter { $0.hasPrefix("#") }.map(headingTitle)
-}
-
-private func headingTitle(_ line: String) -> String {
-    line.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces)
-}
-
-/// GitHub's anchor for a heading: lowercased, punctuation but `-` and `_` dropped, spaces as `-`.
-private func headingAnchor(_ title: String) -> String {
-    String(title.lowercased().compactMap { $0 == " " ? "-" : ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : nil) })
-}
-
-private let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -265,9 +265,6 @@ private func dockerfilePlaces() throws -> [Place] {
 
 // MARK: - Reading the files
 
-/// This file is Tests/DeployTests/DeployFileTests.swift.
-private let repositoryRoot = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 private let deployFolder = repositoryRoot.appendingPathComponent("deploy")
 
 private func relativePath(_ file: URL) -> String {
