@@ -7,6 +7,9 @@ import PostgresNIO
 public struct JobSummary: Sendable, Equatable, Encodable {
     public let id: Int64
     public let appCode: String
+    public let kind: JobKind
+    /// The message's `notification.title`; nil when it has none (a data-only message).
+    public let title: String?
     public let status: String
     public let sendAt: Date
     public let createdAt: Date
@@ -33,7 +36,7 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public static let finishedStatuses = ["completed", "failed", "cancelled"]
 
     enum CodingKeys: String, CodingKey {
-        case id, appCode, status, sendAt, createdAt, finishedAt, audience, sent, failed, skipped, pending, dryRun, firstError
+        case id, appCode, kind, title, status, sendAt, createdAt, finishedAt, audience, sent, failed, skipped, pending, dryRun, firstError
         case priority, expiresAt, expired
     }
 
@@ -42,6 +45,8 @@ public struct JobSummary: Sendable, Equatable, Encodable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(id, forKey: .id)
         try container.encode(appCode, forKey: .appCode)
+        try container.encode(kind, forKey: .kind)
+        try container.encodeIfPresent(title, forKey: .title)
         try container.encode(status, forKey: .status)
         try container.encode(sendAt, forKey: .sendAt)
         try container.encode(createdAt, forKey: .createdAt)
@@ -57,6 +62,14 @@ public struct JobSummary: Sendable, Equatable, Encodable {
         try container.encodeIfPresent(expiresAt, forKey: .expiresAt)
         try container.encode(expired, forKey: .expired)
     }
+}
+
+/// Who a job is for, as `push_jobs.user_ids` says: named users, or (NULL) the whole app.
+public enum JobKind: String, Sendable, Encodable {
+    /// To named users' devices (push_enqueue, pushctl send).
+    case single
+    /// To every active device of the app (push_enqueue_campaign, pushctl campaign).
+    case campaign
 }
 
 /// Why the enqueue functions refused a job (SQLSTATE 22023): the message names the field.
@@ -240,6 +253,7 @@ public struct JobDirectory: Sendable {
 
     private static let select = """
         SELECT j.id, a.code, j.status, j.send_at, j.created_at, j.finished_at, j.validate_only, j.priority, j.expires_at,
+               j.user_ids IS NULL, j.message #>> '{notification,title}',
                COALESCE(j.last_error,
                         (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
                           WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
@@ -263,12 +277,12 @@ public struct JobDirectory: Sendable {
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, String, Date?, String?, Int?, Int, Int, Int, Int, Int).self) {
-            // push_jobs' CHECK holds it to the three.
-            guard let priority = JobPriority(rawValue: row.7) else { preconditionFailure("push_jobs.priority '\(row.7)'") }
-            jobs.append(JobSummary(id: row.0, appCode: row.1, status: row.2, sendAt: row.3, createdAt: row.4, finishedAt: row.5,
-                                   audience: row.10, sent: row.11, failed: row.12, skipped: row.13, pending: row.15,
-                                   dryRun: row.6, firstError: row.9, priority: priority, expiresAt: row.8, expired: row.14))
+        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?,
+                                          Int?, Int, Int, Int, Int, Int).self) {
+            jobs.append(JobSummary(id: row.0, appCode: row.1, kind: row.9 ? .campaign : .single, title: row.10, status: row.2,
+                                   sendAt: row.3, createdAt: row.4, finishedAt: row.5,
+                                   audience: row.12, sent: row.13, failed: row.14, skipped: row.15, pending: row.17,
+                                   dryRun: row.6, firstError: row.11, priority: row.7, expiresAt: row.8, expired: row.16))
         }
         return jobs
     }

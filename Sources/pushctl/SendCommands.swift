@@ -142,16 +142,19 @@ struct Jobs: AsyncParsableCommand {
             let jobs = try await withDatabase(database) { client, logger in
                 try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
             }
-            print(TextTable.render(header: ["ID", "APP", "STATUS", "PRIORITY", "SEND AT", "EXPIRES AT", "AUDIENCE", "SENT", "FAILED",
-                                            "SKIPPED", "EXPIRED", "PENDING"],
+            print(TextTable.render(header: ["ID", "APP", "KIND", "STATUS", "DRY RUN", "PRIORITY", "SEND AT", "EXPIRES AT", "AUDIENCE",
+                                            "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING", "TITLE"],
                                    rows: jobs.map(Self.row)))
         }
     }
 
+    /// Enough of a title to tell jobs apart, without pushing the row off the screen.
+    static let titleWidth = 30
+
     static func row(_ job: JobSummary) -> [String] {
-        [String(job.id), job.appCode, job.status, job.priority.rawValue, WireJSON.formatted(job.sendAt),
+        [String(job.id), job.appCode, job.kind.rawValue, job.status, job.dryRun ? "yes" : "-", job.priority.rawValue, WireJSON.formatted(job.sendAt),
          job.expiresAt.map(WireJSON.formatted) ?? "-", job.audience.map(String.init) ?? "-", String(job.sent), String(job.failed),
-         String(job.skipped), String(job.expired), String(job.pending)]
+         String(job.skipped), String(job.expired), String(job.pending), job.title.map { TextTable.clipped($0, to: titleWidth) } ?? "-"]
     }
 }
 
@@ -206,6 +209,7 @@ enum JobReport {
         let expired = job.expiresAt == nil && job.expired == 0 ? "" : " (\(job.expired) expired)"
         var lines = [
             "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : ""), priority \(job.priority.rawValue)",
+            "\(job.kind.rawValue), title: \(job.title ?? "-")",
             "send at: \(WireJSON.formatted(job.sendAt))" + (job.expiresAt.map { ", expires at \(WireJSON.formatted($0))" } ?? "")
                 + (job.finishedAt.map { ", finished \(WireJSON.formatted($0))" } ?? ""),
             "audience \(job.audience.map(String.init) ?? "not counted"): sent \(job.sent), failed \(job.failed), skipped \(job.skipped)\(expired), pending \(job.pending)",

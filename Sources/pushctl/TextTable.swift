@@ -12,4 +12,11 @@ enum TextTable {
             index == cells.count - 1 || index >= widths.count ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ", startingAt: 0)
         }.joined(separator: "  ")
     }
+
+    /// `text` on one line within `width` characters: line breaks and tabs become spaces (they
+    /// would break the table), and a longer text is cut to end in `…`.
+    static func clipped(_ text: String, to width: Int) -> String {
+        let line = String(text.map { $0.isNewline || $0 == "\t" ? " " : $0 })
+        return line.count <= width ? line : line.prefix(width - 1) + "…"
+    }
 }

@@ -442,6 +442,11 @@ struct AdminEndpointTests {
             }
             let ran = try await client.admin(.get, "/admin/jobs/\(scenario.jobs[0])")
             #expect(ran.json["status"] as? String == "completed" && ran.number("audience") == 2 && ran.number("sent") == 1, "\(ran.text)")
+            // Who it was for and what it said, as pushctl jobs shows them.
+            #expect(ran.json["kind"] as? String == "single" && ran.json["title"] as? String == "t", "\(ran.text)")
+            #expect(listed["kind"] as? String == "single" && listed["title"] as? String == "Hi", "\(listed)")
+            let campaign = try await client.admin(.get, "/admin/jobs/\(scenario.jobs[2])")
+            #expect(campaign.json["kind"] as? String == "campaign", "\(campaign.text)")
         }
     }
 

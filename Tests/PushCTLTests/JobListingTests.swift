@@ -70,4 +70,34 @@ struct JobListingTests {
         #expect(rows[0]["ID"] == scheduled && rows[0]["STATUS"] == "cancelled" && rows[0]["AUDIENCE"] == "-" && rows[0]["SENT"] == "0", "\(rows[0])")
         #expect(rows[1]["ID"] == String(ran) && rows[1]["STATUS"] == "completed" && rows[1]["AUDIENCE"] == "2" && rows[1]["SENT"] == "2", "\(rows[1])")
     }
+
+    /// A campaign, a dry-run single send, a message without a title, and a title too long for its column.
+    @Test func jobsShowKindDryRunAndTitle() async throws {
+        let (_, env) = try await setUp()
+        func queue(_ arguments: [String]) async throws -> String {
+            try await run(arguments + ["--app", "wowa"], env).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let campaign = try await queue(["campaign", "--title", "Daily digest"])
+        let dryRun = try await queue(["send", "--user", "1", "--title", "Welcome back", "--dry-run"])
+        let untitled = try await queue(["send", "--user", "2", "--message", #"{"data":{"kind":"sync"}}"#])
+        let long = String(repeating: "Very long title ", count: 4) + "\nwith a second line"
+        let clipped = try await queue(["campaign", "--title", long])
+
+        let output = try await run(["jobs"], env)
+        let header = try #require(output.split(separator: "\n").first)
+        #expect(header.hasPrefix("ID") && header.contains("  KIND  ") && header.contains("  DRY RUN  ") && header.hasSuffix("  TITLE"), "\(header)")
+        let rows = Self.table(output)
+        try #require(rows.count == 4, "\(output)")
+        let shown = rows.map { [$0["ID"], $0["KIND"], $0["DRY RUN"], $0["TITLE"]] }
+        #expect(shown == [[clipped, "campaign", "-", "Very long title Very long tit…"],
+                          [untitled, "single", "-", "-"],
+                          [dryRun, "single", "yes", "Welcome back"],
+                          [campaign, "campaign", "-", "Daily digest"]], "\(output)")
+        #expect(output.split(separator: "\n").count == 5, "a title's line break breaks the table: \(output)")
+
+        let detail = try await run(["job", dryRun], env)
+        #expect(detail.contains("queued (dry run)") && detail.contains("\nsingle, title: Welcome back\n"), "\(detail)")
+        #expect(try await run(["job", untitled], env).contains("\nsingle, title: -\n"))
+        #expect(try await run(["job", campaign], env).contains("\ncampaign, title: Daily digest\n"))
+    }
 }

@@ -161,7 +161,7 @@ struct SendCommandTests {
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "8")
         let listing = try await pushctl.run(["jobs"], environment: env)
         let header = try #require(listing.stdout.split(separator: "\n").first)
-        #expect(header.split(separator: " ", omittingEmptySubsequences: true).prefix(4) == ["ID", "APP", "STATUS", "PRIORITY"], "\(listing.stdout)")
+        #expect(header.split(separator: " ", omittingEmptySubsequences: true).prefix(7) == ["ID", "APP", "KIND", "STATUS", "DRY", "RUN", "PRIORITY"], "\(listing.stdout)")
     }
 
     @Test(arguments: [("3600", 3600), ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86_400)])
@@ -193,13 +193,12 @@ struct SendCommandTests {
         #expect(!never.stdout.contains("expire") && never.stdout.contains("audience 1: sent 0, failed 0, skipped 0, pending 1"), "\(never.stdout)")
 
         let listing = try await pushctl.run(["jobs"], environment: env)
-        let rows = listing.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
-        try #require(rows.count == 4, "\(listing.stdout)")
-        #expect(rows[0] == ["ID", "APP", "STATUS", "PRIORITY", "SEND", "AT", "EXPIRES", "AT", "AUDIENCE", "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING"])
-        // ID APP STATUS PRIORITY SEND-AT EXPIRES-AT AUDIENCE SENT FAILED SKIPPED EXPIRED PENDING
-        #expect(rows[1][0] == String(plain) && rows[1][3] == "high" && rows[1][5] == "-" && rows[1][10] == "0")
-        #expect(rows[2][0] == String(expiring) && rows[2][2] == "completed" && Array(rows[2][6...]) == ["2", "0", "0", "2", "2", "0"], "\(rows[2])")
-        #expect(rows[3][0] == String(lasting) && rows[3][3] == "normal" && rows[3][5] == "2030-01-01T09:00:00.000Z")
+        let rows = JobListingTests.table(listing.stdout)
+        try #require(rows.count == 3, "\(listing.stdout)")
+        #expect(rows[0]["ID"] == String(plain) && rows[0]["PRIORITY"] == "high" && rows[0]["EXPIRES AT"] == "-" && rows[0]["EXPIRED"] == "0")
+        #expect(rows[1]["ID"] == String(expiring) && rows[1]["STATUS"] == "completed", "\(rows[1])")
+        #expect(["AUDIENCE", "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING"].map { rows[1][$0] } == ["2", "0", "0", "2", "2", "0"], "\(rows[1])")
+        #expect(rows[2]["ID"] == String(lasting) && rows[2]["PRIORITY"] == "normal" && rows[2]["EXPIRES AT"] == "2030-01-01T09:00:00.000Z")
     }
 
     @Test func badPriorityOrExpiryIsRefusedClearlyAndQueuesNothing() async throws {
