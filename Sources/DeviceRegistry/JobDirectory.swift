@@ -74,10 +74,20 @@ public enum JobKind: String, Sendable, Encodable {
 
 /// Why the enqueue functions refused a job (SQLSTATE 22023): the message names the field.
 public struct EnqueueRejected: Error, CustomStringConvertible, Equatable {
-    public let description: String
+    /// What the refusal is about, for callers that name the field in their own terms (the SQL
+    /// functions name their parameters: `app_code`, `expires_at`).
+    public enum Parameter: Sendable, Equatable {
+        case appCode
+        /// `expiresAt` or `ttl`, whichever was given.
+        case expiry
+    }
 
-    public init(description: String) {
+    public let description: String
+    public let parameter: Parameter?
+
+    public init(description: String, parameter: Parameter? = nil) {
         self.description = description
+        self.parameter = parameter
     }
 }
 
@@ -138,7 +148,15 @@ public struct JobDirectory: Sendable {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
             // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime
             // out of PostgreSQL's range (22008).
-            throw EnqueueRejected(description: DatabaseErrorText.describe(error))
+            let text = DatabaseErrorText.describe(error)
+            let parameter: EnqueueRejected.Parameter? = if text.hasPrefix("unknown app code") {
+                .appCode
+            } else if (expiresAt != nil || ttl != nil) && ["expires_at", "ttl", "out of range"].contains(where: text.contains) {
+                .expiry
+            } else {
+                nil
+            }
+            throw EnqueueRejected(description: text, parameter: parameter)
         }
         preconditionFailure("the enqueue functions return one row")
     }

@@ -83,8 +83,7 @@ struct MessageOptions: ParsableArguments {
                 return try await JobDirectory(client: client, logger: logger).enqueue(
                     appCode: app, userIDs: userIDs, platforms: platforms, message: message, idempotencyKey: idempotencyKey,
                     sendAt: sendAt, dryRun: dryRun, priority: priority, expiresAt: expiresAt, ttl: ttl)
-            } catch let rejected as EnqueueRejected where (self.expiresAt != nil || ttl != nil)
-                && (rejected.description.hasPrefix("expires_at") || rejected.description.contains("out of range")) {
+            } catch let rejected as EnqueueRejected where rejected.parameter == .expiry {
                 throw CLIError("\(self.expiresAt != nil ? "--expires-at" : "--ttl"): \(rejected.description)")
             }
         }

@@ -85,12 +85,14 @@ struct EnqueueRefusalTests {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             _ = try await addApp(client)
             let jobs = JobDirectory(client: client, logger: testLogger)
-            let refused = [("nope", #"{"notification":{"title":"t"}}"#, #"unknown app code "nope""#),
-                           ("wowa", #"{"data":{"k":1}}"#, "message.data.k must be a string"),
-                           ("wowa", #"{"token":"x"}"#, "message must not carry a target (token): the worker adds each device's token"),
-                           ("wowa", #"{"fcm_options":{},"fcmOptions":{}}"#, #"message has both "fcm_options" and "fcmOptions": give one"#)]
-            for (app, message, reason) in refused {
-                await #expect(throws: EnqueueRejected(description: reason)) {
+            let refused: [(String, String, String, EnqueueRejected.Parameter?)] = [
+                ("nope", #"{"notification":{"title":"t"}}"#, #"unknown app code "nope""#, .appCode),
+                ("wowa", #"{"data":{"k":1}}"#, "message.data.k must be a string", nil),
+                ("wowa", #"{"token":"x"}"#, "message must not carry a target (token): the worker adds each device's token", nil),
+                ("wowa", #"{"fcm_options":{},"fcmOptions":{}}"#, #"message has both "fcm_options" and "fcmOptions": give one"#, nil),
+            ]
+            for (app, message, reason, parameter) in refused {
+                await #expect(throws: EnqueueRejected(description: reason, parameter: parameter)) {
                     try await jobs.enqueue(appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false)
                 }
             }

@@ -129,6 +129,7 @@ struct JobPriorityAndExpiryTests {
                                            ttl: refusal.ttl)
                 }
                 #expect(error?.description.contains(refusal.says) == true, "\(String(describing: error))")
+                #expect(error?.parameter == .expiry, "callers name their expiry option for \(String(describing: error))")
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
         }

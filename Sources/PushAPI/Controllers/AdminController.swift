@@ -142,16 +142,12 @@ struct AdminController {
                                        priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl)
             }
         } catch let rejected as EnqueueRejected {
-            // The functions name their SQL parameters; the answer names the request's field.
-            let text = rejected.description
-            let field = if text.hasPrefix("unknown app code") {
-                "appCode"
-            } else if (body.expiresAt != nil || body.ttlSeconds != nil) && (text.hasPrefix("expires_at") || text.contains("out of range")) {
-                body.expiresAt != nil ? "expiresAt" : "ttlSeconds"
-            } else {
-                nil as String?
+            let field: String? = switch rejected.parameter {
+            case .appCode: "appCode"
+            case .expiry: body.expiresAt != nil ? "expiresAt" : "ttlSeconds"
+            case nil: nil
             }
-            throw APIError.validation(field.map { "\($0): \(text)" } ?? text)
+            throw APIError.validation(field.map { "\($0): \(rejected.description)" } ?? rejected.description)
         }
         logger.info("job queued", metadata: [
             "push.job_id": "\(id)", "push.app": "\(body.appCode)",
