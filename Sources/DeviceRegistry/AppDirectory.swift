@@ -64,7 +64,7 @@ public struct AppDirectory: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             return try await Self.first(rows)!
-        } catch where DatabaseErrorText.sqlState(error) == "23505" {
+        } catch where DatabaseErrorText.sqlState(error) == .uniqueViolation {
             throw AppDirectoryError.duplicateCode(code)
         }
     }

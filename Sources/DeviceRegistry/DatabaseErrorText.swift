@@ -5,7 +5,7 @@ import PostgresNIO
 /// ("Failing row contains (…)"), and with it a whole device token or a private key.
 public enum DatabaseErrorText {
     public static func describe(_ error: any Error) -> String {
-        if String(reflecting: type(of: error)).contains("ConnectionPoolError") {
+        if isPoolError(error) {
             return "no connection could be opened (is the server running and reachable?)"
         }
         guard let error = error as? PSQLError else { return "\(error)" }
@@ -13,13 +13,28 @@ public enum DatabaseErrorText {
         return "\(error.code)"
     }
 
-    /// The SQLSTATE of a server error, e.g. `40P01` for a deadlock.
-    public static func sqlState(_ error: any Error) -> String? {
-        (error as? PSQLError)?.serverInfo?[.sqlState]
+    /// The SQLSTATE of a server error, e.g. `.deadlockDetected` (40P01).
+    public static func sqlState(_ error: any Error) -> PostgresError.Code? {
+        (error as? PSQLError)?.serverInfo?[.sqlState].map(PostgresError.Code.init(raw:))
     }
 
     /// True when the error came from the database server itself (the connection worked).
     public static func isServerError(_ error: any Error) -> Bool {
         (error as? PSQLError)?.serverInfo != nil
+    }
+
+    /// The connection pool's own error (no connection could be made, the circuit breaker is
+    /// open). Its type lives in postgres-nio's underscored `_ConnectionPoolModule`, no API to
+    /// depend on, so it is told by its name.
+    public static func isPoolError(_ error: any Error) -> Bool {
+        String(reflecting: type(of: error)).contains("ConnectionPoolError")
+    }
+}
+
+extension PostgresError.Code {
+    /// Whether both are of one class (the SQLSTATE's first two characters), e.g.
+    /// `.invalidParameterValue` (22023) is one of the `.dataException`s (22000).
+    public func isInClass(of other: PostgresError.Code) -> Bool {
+        raw.prefix(2) == other.raw.prefix(2)
     }
 }

@@ -11,10 +11,10 @@ public struct DeliveryRecord: Sendable, Equatable, Encodable {
     public let deviceID: Int64
     public let userID: Int64
     public let appCode: String
-    public let platform: String
+    public let platform: Platform
     /// The first 20 characters of the device token, then `…`.
     public let maskedToken: String
-    public let status: String
+    public let status: DeliveryStatus
     public let errorCode: String?
     public let errorMessage: String?
     public let fcmMessageID: String?
@@ -33,13 +33,11 @@ public struct DeliveryFilter: Sendable, Equatable {
     public var jobID: Int64?
     public var userID: Int64?
     public var appCode: String?
-    public var status: String?
+    public var status: DeliveryStatus?
     /// Deliveries changed at or after this time.
     public var since: Date?
 
-    public static let statuses = ["pending", "sent", "failed", "skipped"]
-
-    public init(jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: String? = nil, since: Date? = nil) {
+    public init(jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: DeliveryStatus? = nil, since: Date? = nil) {
         self.jobID = jobID
         self.userID = userID
         self.appCode = appCode
@@ -100,7 +98,7 @@ public struct DeliveryLog: Sendable {
              ORDER BY d.id DESC
              LIMIT \(limit)
             """, logger: logger)
-        typealias Row = (Int64, Int64, Int64, Int64, String, String, String, String, String?, String?, String?, Int, Date, Date)
+        typealias Row = (Int64, Int64, Int64, Int64, String, Platform, String, DeliveryStatus, String?, String?, String?, Int, Date, Date)
         for try await row in rows.decode(Row.self) {
             try body(DeliveryRecord(
                 id: row.0, jobID: row.1, deviceID: row.2, userID: row.3, appCode: row.4, platform: row.5,

@@ -1,12 +1,12 @@
 import Foundation
 
-public enum Platform: String, Sendable, CaseIterable, Codable {
+public enum Platform: String, TextColumnEnum, Codable {
     case ios, android, web
 }
 
 /// What the token addresses: an FCM registration token, or a Firebase Installation ID
 /// (FCM's newer `fid` target).
-public enum TokenType: String, Sendable, CaseIterable, Codable {
+public enum TokenType: String, TextColumnEnum, Codable {
     case fcm, fid
 }
 
@@ -23,7 +23,7 @@ public struct Device: Sendable, Equatable {
     public let lastUsedAt: Date
     public let createdAt: Date
     public let deactivatedAt: Date?
-    public let deactivationReason: String?
+    public let deactivationReason: DeactivationReason?
 }
 
 /// A validated registration request: the only way to build one checks every field, so the
@@ -43,7 +43,7 @@ public struct DeviceRegistration: Sendable, Equatable {
         }
         guard let platform else { throw .missing("platform") }
         guard let parsedPlatform = Platform(rawValue: platform) else {
-            throw .invalid("platform must be one of ios, android, web")
+            throw .invalid("platform must be one of \(Platform.choiceList)")
         }
         if let deviceID {
             guard (1...200).contains(deviceID.unicodeScalars.count) else {
@@ -58,7 +58,7 @@ public struct DeviceRegistration: Sendable, Equatable {
         }
         let parsedType: TokenType
         if let tokenType {
-            guard let type = TokenType(rawValue: tokenType) else { throw .invalid("tokenType must be one of fcm, fid") }
+            guard let type = TokenType(rawValue: tokenType) else { throw .invalid("tokenType must be one of \(TokenType.choiceList)") }
             parsedType = type
         } else {
             parsedType = .fcm

@@ -72,8 +72,7 @@ public struct DeviceRegistry: Sendable {
 
     private static func registered(_ row: RegisterStatement.Row) -> Registered {
         let device = Device(
-            id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
-            platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
+            id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: row.4, platform: row.5, deviceID: row.6, isActive: row.7,
             lastUsedAt: row.8, createdAt: row.9, deactivatedAt: nil, deactivationReason: nil)
         return Registered(device: device, created: row.10)
     }
@@ -87,7 +86,7 @@ public struct DeviceRegistry: Sendable {
                    last_used_at, created_at, created
               FROM push_register_device($1, $2, $3, $4, $5, $6, $7)
             """
-        typealias Row = (Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool)
+        typealias Row = (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Bool)
 
         let userID: Int64
         let appID: Int64
@@ -99,9 +98,9 @@ public struct DeviceRegistry: Sendable {
             bindings.append(userID)
             bindings.append(appID)
             bindings.append(registration.token)
-            bindings.append(registration.platform.rawValue)
+            bindings.append(registration.platform)
             bindings.append(registration.deviceID)
-            bindings.append(registration.tokenType.rawValue)
+            bindings.append(registration.tokenType)
             bindings.append(Int32(clamping: maximumActiveDevices))
             return bindings
         }
@@ -136,17 +135,17 @@ public struct DeviceRegistry: Sendable {
             bindings.append(batch.map(\.userID))
             bindings.append(batch.map(\.appID))
             bindings.append(batch.map(\.device.token))
-            bindings.append(batch.map(\.device.platform.rawValue))
+            bindings.append(batch.map(\.device.platform))
             bindings.append(batch.map { $0.device.deviceID ?? "" })
             bindings.append(batch.map { $0.device.deviceID != nil })
-            bindings.append(batch.map(\.device.tokenType.rawValue))
+            bindings.append(batch.map(\.device.tokenType))
             bindings.append(Int32(clamping: maximumActiveDevices))
             return bindings
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let (ord, id, userID, appID, token, tokenType, platform, deviceID, isActive, lastUsedAt, createdAt, created) =
-                try row.decode((Int64, Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Bool).self)
+                try row.decode((Int64, Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Bool).self)
             return (ord, (id, userID, appID, token, tokenType, platform, deviceID, isActive, lastUsedAt, createdAt, created))
         }
     }
@@ -155,7 +154,7 @@ public struct DeviceRegistry: Sendable {
     /// active tokens on that `deviceId`: a logout racing a token refresh wins (the refresh's new
     /// row would otherwise keep the logged-out phone receiving). Idempotent: an already inactive
     /// device is fine. Returns false when the id is not one of this user's devices in this app.
-    public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: String = "logout", logger: Logger) async throws -> Bool {
+    public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: DeactivationReason = .logout, logger: Logger) async throws -> Bool {
         let rows = try await client.query(
             """
             WITH target AS (
@@ -186,7 +185,7 @@ public struct DeviceRegistry: Sendable {
              LIMIT \(limit)
             """, logger: logger)
         var devices: [Device] = []
-        for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?).self) {
+        for try await row in rows.decode((Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self) {
             devices.append(Self.device(row))
         }
         return devices
@@ -220,7 +219,7 @@ public struct DeviceRegistry: Sendable {
              LIMIT \(limit + 1)
             """, logger: logger)
         var devices: [Device] = []
-        for try await row in rows.decode((Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?).self) {
+        for try await row in rows.decode((Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self) {
             devices.append(Self.device(row))
         }
         guard devices.count > limit else { return Page(devices: devices, nextCursor: nil) }
@@ -228,20 +227,19 @@ public struct DeviceRegistry: Sendable {
         return Page(devices: devices, nextCursor: devices.last?.id)
     }
 
-    private static func device(_ row: (Int64, Int64, Int64, String, String, String, String?, Bool, Date, Date, Date?, String?)) -> Device {
-        Device(id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: TokenType(rawValue: row.4) ?? .fcm,
-               platform: Platform(rawValue: row.5) ?? .ios, deviceID: row.6, isActive: row.7,
+    private static func device(_ row: (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?)) -> Device {
+        Device(id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: row.4, platform: row.5, deviceID: row.6, isActive: row.7,
                lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11)
     }
 
-    /// A deadlock (40P01) or serialization failure (40001) between registrations touching the
+    /// A deadlock or serialization failure between registrations touching the
     /// same rows through different locks is retried: the client must never see it.
     static func retryingConflicts<T: Sendable>(logger: Logger, attempts: Int = 5, _ body: () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
                 return try await body()
-            } catch where attempt < attempts && ["40P01", "40001"].contains(DatabaseErrorText.sqlState(error)) {
+            } catch where attempt < attempts && [.deadlockDetected, .serializationFailure].contains(DatabaseErrorText.sqlState(error)) {
                 logger.debug("registration conflict, retrying", metadata: ["push.attempt": "\(attempt)"])
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 * attempt))))

@@ -10,7 +10,7 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public let kind: JobKind
     /// The message's `notification.title`; nil when it has none (a data-only message).
     public let title: String?
-    public let status: String
+    public let status: JobStatus
     public let sendAt: Date
     public let createdAt: Date
     public let finishedAt: Date?
@@ -31,9 +31,6 @@ public struct JobSummary: Sendable, Equatable, Encodable {
     public let expiresAt: Date?
     /// Skipped deliveries that expired (error_code EXPIRED), counted in `skipped` too.
     public let expired: Int
-
-    public static let statuses = ["queued", "running", "completed", "failed", "cancelled"]
-    public static let finishedStatuses = ["completed", "failed", "cancelled"]
 
     enum CodingKeys: String, CodingKey {
         case id, appCode, kind, title, status, sendAt, createdAt, finishedAt, audience, sent, failed, skipped, pending, dryRun, firstError
@@ -144,7 +141,7 @@ public struct JobDirectory: Sendable {
             let rows = try await client.query(PostgresQuery(stringInterpolation: sql), logger: logger)
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
             for try await id in rows.decode(Int64.self) { return id }
-        } catch where DatabaseErrorText.sqlState(error)?.hasPrefix("22") == true {
+        } catch where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
             // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime
             // out of PostgreSQL's range (22008).
@@ -164,7 +161,7 @@ public struct JobDirectory: Sendable {
     /// How many jobs one listing may ask for (GET /admin/jobs, pushctl jobs).
     public static let listLimits: ClosedRange<Int64> = 1...1000
 
-    public func list(status: String?, limit: Int) async throws -> [JobSummary] {
+    public func list(status: JobStatus?, limit: Int) async throws -> [JobSummary] {
         try await summaries(client.query(
             "\(unescaped: Self.select) WHERE (\(status)::text IS NULL OR j.status = \(status))\(unescaped: Self.groupBy) ORDER BY j.id DESC LIMIT \(limit)",
             logger: logger))
@@ -176,7 +173,7 @@ public struct JobDirectory: Sendable {
 
     public enum Cancellation: Sendable, Equatable {
         case cancelled
-        case alreadyFinished(status: String)
+        case alreadyFinished(status: JobStatus)
         case notFound
     }
 
@@ -184,7 +181,7 @@ public struct JobDirectory: Sendable {
     /// pending deliveries not in flight become `skipped` (CANCELLED).
     public func cancel(_ id: Int64) async throws -> Cancellation {
         if try await end(id, .cancelled) { return .cancelled }
-        for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(id)", logger: logger).decode(String.self) {
+        for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(id)", logger: logger).decode(JobStatus.self) {
             return .alreadyFinished(status: status)
         }
         return .notFound
@@ -209,9 +206,9 @@ public struct JobDirectory: Sendable {
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
-        let (status, deliveryStatus, code, message, reason): (String, String, String, String, String?) = switch ending {
-        case .cancelled: ("cancelled", "skipped", "CANCELLED", "the job was cancelled", nil)
-        case .failed(let reason): ("failed", "failed", "JOB_FAILED", reason, reason)
+        let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, String, String, String?) = switch ending {
+        case .cancelled: (.cancelled, .skipped, "CANCELLED", "the job was cancelled", nil)
+        case .failed(let reason): (.failed, .failed, "JOB_FAILED", reason, reason)
         }
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
@@ -258,7 +255,7 @@ public struct JobDirectory: Sendable {
             rows = try await client.query(
                 """
                 WITH pruned AS (
-                    UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'stale', updated_at = now()
+                    UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = \(DeactivationReason.stale), updated_at = now()
                      WHERE is_active AND last_used_at < now() - make_interval(days => \(idleDays)::int)
                     RETURNING app_id)
                 SELECT a.code, count(*)::int FROM pruned p JOIN apps a ON a.id = p.app_id GROUP BY a.code ORDER BY a.code
@@ -295,7 +292,7 @@ public struct JobDirectory: Sendable {
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode((Int64, String, String, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?,
+        for try await row in rows.decode((Int64, String, JobStatus, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?,
                                           Int?, Int, Int, Int, Int, Int).self) {
             jobs.append(JobSummary(id: row.0, appCode: row.1, kind: row.9 ? .campaign : .single, title: row.10, status: row.2,
                                    sendAt: row.3, createdAt: row.4, finishedAt: row.5,

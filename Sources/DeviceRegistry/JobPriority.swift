@@ -3,7 +3,7 @@ import PostgresNIO
 /// A job's scheduling priority (`push_jobs.priority`): which jobs workers expand and send first
 /// when they share capacity. Not FCM's `android.priority` / `apns-priority`, which only the
 /// message sets.
-public enum JobPriority: String, CaseIterable, Sendable, Comparable, Codable {
+public enum JobPriority: String, TextColumnEnum, Comparable, Codable {
     /// One user's notification (a chat message, a login code): `push_enqueue`'s default.
     case high
     case normal
@@ -20,16 +20,4 @@ public enum JobPriority: String, CaseIterable, Sendable, Comparable, Codable {
     }
 
     public static func < (lhs: JobPriority, rhs: JobPriority) -> Bool { lhs.rank < rhs.rank }
-}
-
-/// Read from `push_jobs.priority` as its text; a value outside the enum (a schema newer than
-/// this program) fails the row's decoding rather than turning into some other priority.
-extension JobPriority: PostgresDecodable {
-    public init<JSONDecoder: PostgresJSONDecoder>(from buffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat,
-                                                  context: PostgresDecodingContext<JSONDecoder>) throws {
-        guard let priority = JobPriority(rawValue: try String(from: &buffer, type: type, format: format, context: context)) else {
-            throw PostgresDecodingError.Code.failure
-        }
-        self = priority
-    }
 }

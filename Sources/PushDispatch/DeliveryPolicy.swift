@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 
 /// Turns a send outcome into what is written: the delivery's state, a device to deactivate, a
@@ -32,7 +33,7 @@ struct DeliveryPolicy {
 
     struct Decision {
         var result: DeliveryQueue.Result
-        var deactivate: (deviceID: Int64, reason: String)?
+        var deactivate: (deviceID: Int64, reason: DeactivationReason)?
         var failJob: String?
         var pauseApp: Duration?
         /// The first success this worker saw for the app's project, not yet recorded as proven.
@@ -42,13 +43,13 @@ struct DeliveryPolicy {
     }
 
     mutating func decide(_ outcome: SendOutcome, for claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, now: Date = Date()) -> Decision {
-        func final(_ status: String, _ code: String?, _ message: String?, messageID: String? = nil) -> DeliveryQueue.Result {
+        func final(_ status: DeliveryStatus, _ code: String?, _ message: String?, messageID: String? = nil) -> DeliveryQueue.Result {
             .init(claimed, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
                   messageID: messageID, attempted: true, nextAttempt: now)
         }
         switch outcome {
         case .sent(let messageID):
-            var decision = Decision(result: final("sent", nil, nil, messageID: messageID))
+            var decision = Decision(result: final(.sent, nil, nil, messageID: messageID))
             accepted(job.id)
             if let project = job.account.map({ Project(appID: job.appID, projectID: $0.projectID) }),
                provenProjects.insert(project).inserted, !job.projectProven {
@@ -59,14 +60,14 @@ struct DeliveryPolicy {
             accepted(job.id)
             let warning = warnedJobs.insert(job.id).inserted
                 ? "app \(job.appCode): FCM accepted a send with an answer that names no message (\(body)): recorded as sent without a message id" : nil
-            return Decision(result: final("sent", nil, nil), warning: warning)
+            return Decision(result: final(.sent, nil, nil), warning: warning)
         case .deadToken(let code, let message, let reason):
-            return Decision(result: final("failed", code, message), deactivate: (claimed.deviceID, reason))
+            return Decision(result: final(.failed, code, message), deactivate: (claimed.deviceID, reason))
         case .senderMismatch(let message):
-            let result = final("failed", "SENDER_ID_MISMATCH", message)
+            let result = final(.failed, "SENDER_ID_MISMATCH", message)
             if isProven(job) {
                 // Sends to this project succeed: the token belongs to another one.
-                return Decision(result: result, deactivate: (claimed.deviceID, "sender_id_mismatch"))
+                return Decision(result: result, deactivate: (claimed.deviceID, .senderIDMismatch))
             }
             return blamingTheJob(result, job: job, reason: "every send fails with SENDER_ID_MISMATCH and none to this project has "
                 + "ever succeeded: the credentials are wrong, or the tokens belong to another Firebase project (once a send to this "
@@ -75,19 +76,19 @@ struct DeliveryPolicy {
             // Only the devices of that platform fail (APNs or web push): the job goes on.
             let warning = warnedJobs.insert(job.id).inserted
                 ? "app \(job.appCode): FCM answers THIRD_PARTY_AUTH_ERROR: the app's APNs or web-push credentials in Firebase are wrong" : nil
-            return Decision(result: final("failed", "THIRD_PARTY_AUTH_ERROR", message), warning: warning)
+            return Decision(result: final(.failed, "THIRD_PARTY_AUTH_ERROR", message), warning: warning)
         case .failed(let code, let message):
-            return Decision(result: final("failed", code, message))
+            return Decision(result: final(.failed, code, message))
         case .payloadRejected(let code, let message):
-            return blamingTheJob(final("failed", code, message), job: job, reason: "FCM refused the message: \(message)")
+            return blamingTheJob(final(.failed, code, message), job: job, reason: "FCM refused the message: \(message)")
         case .permissionDenied(let message):
-            return blamingTheJob(final("failed", "PERMISSION_DENIED", message), job: job,
+            return blamingTheJob(final(.failed, "PERMISSION_DENIED", message), job: job,
                                  reason: "the service account may not send for this project (PERMISSION_DENIED): \(message)")
         case .notFound(let message):
-            return blamingTheJob(final("failed", "NOT_FOUND", message), job: job,
+            return blamingTheJob(final(.failed, "NOT_FOUND", message), job: job,
                                  reason: "FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)")
         case .unauthenticated:
-            return blamingTheJob(final("failed", "UNAUTHENTICATED", "FCM refused a freshly minted access token"), job: job,
+            return blamingTheJob(final(.failed, "UNAUTHENTICATED", "FCM refused a freshly minted access token"), job: job,
                                  reason: "FCM refused a freshly minted access token (UNAUTHENTICATED)")
         case .noAnswer(let message):
             return retry(claimed, code: "NO_ANSWER", message: message, retryAfter: nil, quota: false, now: now)
@@ -114,12 +115,12 @@ struct DeliveryPolicy {
     private func retry(_ claimed: DeliveryQueue.Claimed, code: String, message: String, retryAfter: Duration?, quota: Bool, now: Date) -> Decision {
         let attempt = claimed.attempts + 1
         guard attempt < maxAttempts else {
-            return Decision(result: .init(claimed, status: "failed", errorCode: code, errorMessage: String(message.prefix(500)),
+            return Decision(result: .init(claimed, status: .failed, errorCode: code, errorMessage: String(message.prefix(500)),
                                           messageID: nil, attempted: true, nextAttempt: now))
         }
         // The server's Retry-After wins; without it, quota errors back off from a minute.
         let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
-        let retry = DeliveryQueue.Result(claimed, status: "pending", errorCode: code,
+        let retry = DeliveryQueue.Result(claimed, status: .pending, errorCode: code,
                                          errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
                                          nextAttempt: now.addingTimeInterval(delay.inSeconds))
         return Decision(result: retry, pauseApp: quota ? delay : nil)

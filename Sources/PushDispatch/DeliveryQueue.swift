@@ -115,9 +115,9 @@ struct DeliveryQueue: Sendable {
         let rows = try await client.query(expandStatement(audience, limit: limit), logger: logger)
         var claimed: [Claimed] = []
         var complete = true
-        for try await (chunk, device, token, type, done) in rows.decode((Int64, Int64, String, String, Bool?).self) {
+        for try await (chunk, device, token, type, done) in rows.decode((Int64, Int64, String, TokenType, Bool?).self) {
             claimed.append(Claimed(lease: .chunk(chunk), jobID: audience.job, attempts: 0, deviceID: device, token: token,
-                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: true, jobRunning: true))
+                                   tokenType: type, deviceActive: true, jobRunning: true))
             complete = done ?? true
         }
         return (claimed, complete)
@@ -180,9 +180,9 @@ struct DeliveryQueue: Sendable {
     func claim(limit: Int, excludingApps paused: [Int64]) async throws -> [Claimed] {
         let rows = try await client.query(claimStatement(limit: limit, excludingApps: paused), logger: logger)
         var claimed: [Claimed] = []
-        for try await (id, job, attempts, device, token, type, active) in rows.decode((Int64, Int64, Int, Int64, String, String, Bool).self) {
+        for try await (id, job, attempts, device, token, type, active) in rows.decode((Int64, Int64, Int, Int64, String, TokenType, Bool).self) {
             claimed.append(Claimed(lease: .row(id), jobID: job, attempts: attempts, deviceID: device, token: token,
-                                   tokenType: TokenType(rawValue: type) ?? .fcm, deviceActive: active, jobRunning: true))
+                                   tokenType: type, deviceActive: active, jobRunning: true))
         }
         return claimed
     }
@@ -218,14 +218,14 @@ struct DeliveryQueue: Sendable {
         var claimed: [Claimed] = []
         var empty: [(chunk: Int64, job: Int64)] = []
         for try await (chunk, job, running, device, token, type, active) in rows.decode(
-            (Int64, Int64, Bool, Int64?, String?, String?, Bool?).self
+            (Int64, Int64, Bool, Int64?, String?, TokenType?, Bool?).self
         ) {
-            guard let device, let token else {
+            guard let device, let token, let type else {
                 empty.append((chunk, job))
                 continue
             }
             claimed.append(Claimed(lease: .chunk(chunk), jobID: job, attempts: 0, deviceID: device, token: token,
-                                   tokenType: TokenType(rawValue: type ?? "") ?? .fcm, deviceActive: active ?? false, jobRunning: running))
+                                   tokenType: type, deviceActive: active ?? false, jobRunning: running))
         }
         return (claimed, empty)
     }
@@ -282,14 +282,15 @@ struct DeliveryQueue: Sendable {
         let lease: Lease
         let jobID: Int64
         let deviceID: Int64
-        let status: String  // pending (retry), sent, failed, skipped
+        /// Pending: a retry.
+        let status: DeliveryStatus
         let errorCode: String?
         let errorMessage: String?
         let messageID: String?
         let attempted: Bool
         let nextAttempt: Date
 
-        init(_ claimed: Claimed, status: String, errorCode: String?, errorMessage: String?, messageID: String?, attempted: Bool,
+        init(_ claimed: Claimed, status: DeliveryStatus, errorCode: String?, errorMessage: String?, messageID: String?, attempted: Bool,
              nextAttempt: Date) {
             lease = claimed.lease
             jobID = claimed.jobID
@@ -318,7 +319,7 @@ struct DeliveryQueue: Sendable {
     func write(_ batch: Outbox.Batch) async throws -> Set<Int64> {
         do {
             return try await write(batch, keepingExistingRows: false)
-        } catch where DatabaseErrorText.sqlState(error) == "23505" {
+        } catch where DatabaseErrorText.sqlState(error) == .uniqueViolation {
             // A device of a taken-over chunk whose row the previous holder wrote meanwhile:
             // the transaction is undone as a whole and written again, keeping that row.
             return try await write(batch, keepingExistingRows: true)

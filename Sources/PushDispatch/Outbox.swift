@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Synchronization
 
 /// What the send loop has decided and the writer has not yet written: delivery results,
@@ -7,7 +8,7 @@ import Synchronization
 final class Outbox: Sendable {
     struct Batch: Sendable {
         var results: [DeliveryQueue.Result] = []
-        var deactivations: [(deviceID: Int64, reason: String)] = []
+        var deactivations: [(deviceID: Int64, reason: DeactivationReason)] = []
         var jobFailures: [(job: Int64, reason: String)] = []
         var touchedJobs: Set<Int64> = []
         /// Chunks whose every device has its result in this batch or an earlier one.

@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import NIOCore
 import NIOFoundationCompat
@@ -9,7 +10,7 @@ public enum SendOutcome: Sendable, Equatable {
     /// duplicate it), but the answer is not what FCM sends; logged and counted apart.
     case sentUnreadable(body: String)
     /// Permanent, and the token is dead: deactivate the device with `reason`.
-    case deadToken(errorCode: String, message: String, reason: String)
+    case deadToken(errorCode: String, message: String, reason: DeactivationReason)
     /// SENDER_ID_MISMATCH: the token belongs to another Firebase project. Deactivated once a send
     /// to the app's project has succeeded; before that, wholesale, it means wrong credentials.
     case senderMismatch(message: String)
@@ -46,10 +47,10 @@ public enum SendOutcome: Sendable, Equatable {
         let retry = retryAfter.flatMap(Self.parseRetryAfter)
         switch error.fcmErrorCode {
         case "UNREGISTERED":
-            return .deadToken(errorCode: "UNREGISTERED", message: message, reason: "unregistered")
+            return .deadToken(errorCode: "UNREGISTERED", message: message, reason: .unregistered)
         case "INVALID_ARGUMENT":
             return error.isAboutToken
-                ? .deadToken(errorCode: "INVALID_ARGUMENT", message: message, reason: "invalid_token")
+                ? .deadToken(errorCode: "INVALID_ARGUMENT", message: message, reason: .invalidToken)
                 : .payloadRejected(errorCode: "INVALID_ARGUMENT", message: message)
         case "SENDER_ID_MISMATCH":
             return .senderMismatch(message: message)

@@ -22,9 +22,7 @@ struct Deliveries: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            if let status, !DeliveryFilter.statuses.contains(status) {
-                throw CLIError("--status must be one of \(DeliveryFilter.statuses.joined(separator: ", "))")
-            }
+            let status = try DeliveryStatus.parse(status, option: "--status")
             if let limit, limit < 1 { throw CLIError("--limit must be at least 1") }
             let since = try self.since.map { text in
                 do { return try ISO8601Time.parse(text, field: "--since") } catch { throw CLIError("\(error)") }
@@ -64,8 +62,8 @@ struct DeliveryWriter {
                 print(["id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
                        "error_message", "fcm_message_id", "device_id", "created_at"].joined(separator: ","))
             }
-            let cells = [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform,
-                         record.maskedToken, record.status, String(record.attempts), WireJSON.formatted(record.updatedAt),
+            let cells = [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
+                         record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
                          record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
                          WireJSON.formatted(record.createdAt)]
             print(cells.map(Self.csvField).joined(separator: ","))
@@ -84,8 +82,8 @@ struct DeliveryWriter {
 
     static func cells(_ record: DeliveryRecord) -> [String] {
         let error = [record.errorCode, record.errorMessage].compactMap { $0 }.joined(separator: ": ")
-        return [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform,
-                record.maskedToken, record.status, String(record.attempts), WireJSON.formatted(record.updatedAt), error]
+        return [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
+                record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt), error]
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double its quotes.
@@ -122,7 +120,7 @@ struct Devices: AsyncParsableCommand {
                     [String(device.id), String(device.userID), device.platform.rawValue, maskedToken(device.token),
                      device.tokenType.rawValue, device.deviceID ?? "-", device.isActive ? "yes" : "no",
                      WireJSON.formatted(device.lastUsedAt),
-                     device.deactivatedAt.map { "\(WireJSON.formatted($0)) (\(device.deactivationReason ?? "?"))" } ?? "-"]
+                     device.deactivatedAt.map { "\(WireJSON.formatted($0)) (\(device.deactivationReason?.rawValue ?? "?"))" } ?? "-"]
                 }))
         }
     }

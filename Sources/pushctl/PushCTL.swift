@@ -42,6 +42,15 @@ struct CLIError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
+extension TextColumnEnum {
+    /// The case an option's text names; nil when the option was not given.
+    static func parse(_ text: String?, option: String) throws -> Self? {
+        guard let text else { return nil }
+        guard let value = Self(rawValue: text) else { throw CLIError("\(option) must be one of \(choiceList)") }
+        return value
+    }
+}
+
 /// An option whose JSON (given, or in the file it names) does not parse, refused before anything
 /// touches the database: named as the operator wrote it, with what is wrong and where.
 struct InvalidJSONOption: Error, CustomStringConvertible {

@@ -132,9 +132,7 @@ struct Jobs: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            if let status, !JobSummary.statuses.contains(status) {
-                throw CLIError("--status must be one of \(JobSummary.statuses.joined(separator: ", "))")
-            }
+            let status = try JobStatus.parse(status, option: "--status")
             guard JobDirectory.listLimits.contains(Int64(limit)) else {
                 throw CLIError("--limit must be \(JobDirectory.listLimits.lowerBound) to \(JobDirectory.listLimits.upperBound)")
             }
@@ -151,7 +149,7 @@ struct Jobs: AsyncParsableCommand {
     static let titleWidth = 30
 
     static func row(_ job: JobSummary) -> [String] {
-        [String(job.id), job.appCode, job.kind.rawValue, job.status, job.dryRun ? "yes" : "-", job.priority.rawValue, WireJSON.formatted(job.sendAt),
+        [String(job.id), job.appCode, job.kind.rawValue, job.status.rawValue, job.dryRun ? "yes" : "-", job.priority.rawValue, WireJSON.formatted(job.sendAt),
          job.expiresAt.map(WireJSON.formatted) ?? "-", job.audience.map(String.init) ?? "-", String(job.sent), String(job.failed),
          String(job.skipped), String(job.expired), String(job.pending), job.title.map { TextTable.clipped($0, to: titleWidth) } ?? "-"]
     }
@@ -192,7 +190,7 @@ struct Job: AsyncParsableCommand {
                 print(JobReport.text(job))
                 return job
             }
-            if watch, finished.status != "completed" { throw ExitCode.failure }
+            if watch, finished.status != .completed { throw ExitCode.failure }
         }
     }
 }
@@ -200,7 +198,7 @@ struct Job: AsyncParsableCommand {
 /// How a job reads in a terminal.
 enum JobReport {
     static func isFinished(_ job: JobSummary) -> Bool {
-        JobSummary.finishedStatuses.contains(job.status)
+        job.status.isFinished
     }
 
     static func text(_ job: JobSummary) -> String {
@@ -226,7 +224,7 @@ enum JobReport {
         case let audience?: Double(done) / Double(audience)
         }
         let filled = Int((fraction * Double(width)).rounded(.down))
-        let state = job.status == "queued" && job.sendAt > Date() ? "queued until \(WireJSON.formatted(job.sendAt))" : job.status
+        let state = job.status == .queued && job.sendAt > Date() ? "queued until \(WireJSON.formatted(job.sendAt))" : job.status.rawValue
         return "[" + String(repeating: "#", count: filled) + String(repeating: "·", count: width - filled) + "] "
             + "\(Int((fraction * 100).rounded(.down)))%".leftPadded(4)
             + "  \(done)/\(job.audience.map(String.init) ?? "-")  sent \(job.sent)  failed \(job.failed)  skipped \(job.skipped)  \(state)"

@@ -29,9 +29,9 @@ struct DeliveryLogTests {
             let records = try await log.page(DeliveryFilter(jobID: scenario.jobs[0]), below: nil, limit: 10).deliveries
             try #require(records.count == 2)
             let (failed, sent) = (records[0], records[1])
-            #expect(failed.status == "failed" && failed.errorCode == AuditScenario.failure.code
+            #expect(failed.status == .failed && failed.errorCode == AuditScenario.failure.code
                     && failed.errorMessage == AuditScenario.failure.message && failed.attempts == 2 && failed.fcmMessageID == nil)
-            #expect(failed.userID == 2 && failed.appCode == "wowa" && failed.platform == "android" && failed.deviceID == scenario.devices[1])
+            #expect(failed.userID == 2 && failed.appCode == "wowa" && failed.platform == .android && failed.deviceID == scenario.devices[1])
             #expect(failed.maskedToken == AuditScenario.masked(1) && failed.maskedToken == "wowa-user2-android-t…")
             #expect(sent.fcmMessageID == "projects/wowa/messages/0:1" && sent.errorCode == nil && sent.jobID == scenario.jobs[0])
             #expect(sent.updatedAt == ISO8601Time.parse("2020-06-01T00:00:00Z") && sent.createdAt > sent.updatedAt)

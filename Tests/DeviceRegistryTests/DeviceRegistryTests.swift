@@ -135,7 +135,7 @@ struct DeviceRegistryTests {
             #expect(try await registry.deactivate(deviceID: device.id, userID: 1, appID: app, logger: testLogger))
             let afterSecond = try await registry.devices(appID: app, userID: 1, logger: testLogger)
             try #require(afterFirst.count == 1)
-            #expect(afterFirst[0].isActive == false && afterFirst[0].deactivationReason == "logout")
+            #expect(afterFirst[0].isActive == false && afterFirst[0].deactivationReason == .logout)
             #expect(afterFirst[0].deactivatedAt != nil)
             // The second call changed nothing, not even the timestamp.
             #expect(afterSecond == afterFirst)
@@ -271,7 +271,7 @@ struct DeviceRegistryTests {
                 await #expect {
                     _ = try await registry.register(registration("tok-new"), userID: 1, appID: app, maximumActiveDevices: cap, logger: testLogger)
                 } throws: { error in
-                    DatabaseErrorText.sqlState(error) == "22023" && DatabaseErrorText.describe(error).contains("max active devices must be at least 1")
+                    DatabaseErrorText.sqlState(error) == .invalidParameterValue && DatabaseErrorText.describe(error).contains("max active devices must be at least 1")
                 }
             }
             #expect(try await activeTokens(client, user: 1) == ["tok-kept"])
@@ -446,7 +446,7 @@ struct ConcurrencyTests {
             ]
             await #expect {
                 _ = try await registry.register(batch: batch, logger: testLogger)
-            } throws: { DatabaseErrorText.sqlState($0) == "23503" }
+            } throws: { DatabaseErrorText.sqlState($0) == .foreignKeyViolation }
             #expect(try await count(client, "SELECT count(*)::int FROM push_devices") == 0)
         }
     }

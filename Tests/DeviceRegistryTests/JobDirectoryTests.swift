@@ -56,7 +56,7 @@ struct JobPriorityAndExpiryTests {
             ] {
                 // The RAISE arrives with the rows.
                 await #expect { for try await _ in try await client.query(call) {} } throws: { error in
-                    DatabaseErrorText.sqlState(error) == "22023" && DatabaseErrorText.describe(error).hasPrefix("priority must be high, normal or bulk, not ")
+                    DatabaseErrorText.sqlState(error) == .invalidParameterValue && DatabaseErrorText.describe(error).hasPrefix("priority must be high, normal or bulk, not ")
                 }
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 8)
@@ -144,19 +144,19 @@ struct JobPriorityAndExpiryTests {
             let lasting = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message,
                                                  idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600))
             let before = try #require(try await jobs.job(expiring))
-            #expect(before.status == "queued" && before.pending == 3 && before.expired == 0 && before.priority == .normal)
+            #expect(before.status == .queued && before.pending == 3 && before.expired == 0 && before.priority == .normal)
             try await Task.sleep(for: .milliseconds(1100))
             var completed: [Int64] = []
             for try await id in try await client.query("SELECT push_expire_jobs()").decode(Int64.self) { completed.append(id) }
             #expect(completed == [expiring])
             let after = try #require(try await jobs.job(expiring))
-            #expect(after.status == "completed" && after.audience == 3 && after.skipped == 3 && after.expired == 3 && after.pending == 0)
+            #expect(after.status == .completed && after.audience == 3 && after.skipped == 3 && after.expired == 3 && after.pending == 0)
             #expect(after.expiresAt == before.expiresAt && after.priority == .normal)
             #expect(abs(try #require(after.expiresAt).timeIntervalSince(after.sendAt) - 1) < 0.001)
             let expiredRows: PostgresQuery = "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(expiring) AND error_code = 'EXPIRED'"
             #expect(try await count(client, expiredRows) == 3)
             let other = try #require(try await jobs.job(lasting))
-            #expect(other.status == "queued" && other.expired == 0 && other.pending == 1 && other.priority == .high)
+            #expect(other.status == .queued && other.expired == 0 && other.pending == 1 && other.priority == .high)
             let listed = try await jobs.list(status: nil, limit: 10)
             #expect(listed.map(\.id) == [lasting, expiring] && listed.map(\.expired) == [0, 3])
         }

@@ -324,8 +324,8 @@ struct AdminEndpointTests {
         // Two failures: the earlier-changed one is the first error, whatever the insertion order.
         let failing = try await fixture.database.seed { seed in
             let job = try await seed.job(users: [1, 2])
-            try await seed.delivery(job: job, device: scenario.devices[0], status: "failed", errorCode: "INTERNAL", errorMessage: "later")
-            let earlier = try await seed.delivery(job: job, device: scenario.devices[1], status: "failed", errorCode: "INVALID_ARGUMENT", errorMessage: "earlier")
+            try await seed.delivery(job: job, device: scenario.devices[0], status: .failed, errorCode: "INTERNAL", errorMessage: "later")
+            let earlier = try await seed.delivery(job: job, device: scenario.devices[1], status: .failed, errorCode: "INVALID_ARGUMENT", errorMessage: "earlier")
             try await seed.run("UPDATE push_deliveries SET updated_at = now() - interval '1 hour' WHERE id = \(earlier)")
             try await seed.expanded(job)
             return job
@@ -571,7 +571,7 @@ struct AdminEndpointTests {
         let inserter = Task {
             try await fixture.database.seed { seed in
                 for device in try await seed.value("SELECT array_agg(id ORDER BY id) FROM push_devices", as: [Int64].self)!.dropFirst(150) {
-                    insert.yield(try await seed.delivery(job: job, device: device, status: "pending"))
+                    insert.yield(try await seed.delivery(job: job, device: device, status: .pending))
                     try await Task.sleep(for: .milliseconds(5))
                 }
             }

@@ -46,7 +46,7 @@ struct JSONWriterTests {
         Device(id: id, userID: 1, appID: 2, token: token, tokenType: id % 2 == 0 ? .fcm : .fid, platform: .android,
                deviceID: deviceID, isActive: active, lastUsedAt: Date(timeIntervalSince1970: 1_763_758_773.388_123),
                createdAt: Date(timeIntervalSince1970: 1_700_000_000.000_999),
-               deactivatedAt: active ? nil : Date(timeIntervalSince1970: 1_763_758_800.5), deactivationReason: active ? nil : "account_switch")
+               deactivatedAt: active ? nil : Date(timeIntervalSince1970: 1_763_758_800.5), deactivationReason: active ? nil : .accountSwitch)
     }
 
     @Test func bytesEqualTheEncoders() throws {

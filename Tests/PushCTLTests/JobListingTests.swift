@@ -49,7 +49,7 @@ struct JobListingTests {
         let ran = try await database.seed { seed in
             let job = try await seed.job(users: [1, 2])
             for device in try await [seed.value("SELECT min(id) FROM push_devices", as: Int64.self), seed.value("SELECT max(id) FROM push_devices", as: Int64.self)] {
-                try await seed.delivery(job: job, device: try #require(device), status: "sent")
+                try await seed.delivery(job: job, device: try #require(device), status: .sent)
             }
             try await seed.expanded(job)
             try await seed.run("UPDATE push_jobs SET status = 'completed', started_at = now(), finished_at = now() WHERE id = \(job)")

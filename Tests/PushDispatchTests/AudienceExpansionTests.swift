@@ -127,7 +127,7 @@ struct AudienceExpansionTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job)") == 100)
             try await next.completeFinished([job])
             let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
-            #expect((summary.status, summary.audience, summary.sent, summary.pending) == ("completed", 100, 100, 0))
+            #expect((summary.status, summary.audience, summary.sent, summary.pending) == (.completed, 100, 100, 0))
         }
     }
 
@@ -155,7 +155,7 @@ struct AudienceExpansionTests {
             let taken = try await Self.queue(client, "b").takeOverChunks(room: 64, excludingApps: [])
             #expect(taken.claimed.count == 36 && taken.claimed.allSatisfy { !$0.jobRunning })
             let ended = taken.claimed.map {
-                DeliveryQueue.Result($0, status: "pending", errorCode: "JOB_ENDED", errorMessage: nil, messageID: nil, attempted: false,
+                DeliveryQueue.Result($0, status: .pending, errorCode: "JOB_ENDED", errorMessage: nil, messageID: nil, attempted: false,
                                      nextAttempt: Date())
             }
             let chunk = try #require(taken.claimed.first?.lease.chunkID)

@@ -33,10 +33,10 @@ struct DeliveryPolicyTests {
         var policy = DeliveryPolicy(maxAttempts: 5)
         for device in 1...9 {
             let decision = policy.decide(outcome, for: Self.claimed(attempts: 0, device: Int64(device)), job: Self.unprovenJob)
-            #expect(decision.result.status == "failed" && decision.failJob == nil && decision.deactivate == nil)
+            #expect(decision.result.status == .failed && decision.failJob == nil && decision.deactivate == nil)
         }
         let tenth = policy.decide(outcome, for: Self.claimed(attempts: 0, device: 10), job: Self.unprovenJob)
-        #expect(tenth.result.status == "failed" && tenth.deactivate == nil)
+        #expect(tenth.result.status == .failed && tenth.deactivate == nil)
         #expect(tenth.failJob?.hasPrefix("app wowa: ") == true)
     }
 
@@ -48,7 +48,7 @@ struct DeliveryPolicyTests {
         #expect(policy.decide(.sent(messageID: "1"), for: Self.claimed(attempts: 0), job: Self.job).failJob == nil)
         for device in 2...40 {
             let decision = policy.decide(outcome, for: Self.claimed(attempts: 0, device: Int64(device)), job: Self.job)
-            #expect(decision.result.status == "failed" && decision.failJob == nil)
+            #expect(decision.result.status == .failed && decision.failJob == nil)
         }
     }
 
@@ -57,7 +57,7 @@ struct DeliveryPolicyTests {
         var policy = DeliveryPolicy(maxAttempts: 5)
         let decision = policy.decide(.senderMismatch(message: "m"), for: Self.claimed(attempts: 0), job: Self.job)
         #expect(decision.result.errorCode == "SENDER_ID_MISMATCH" && decision.failJob == nil)
-        #expect(decision.deactivate?.reason == "sender_id_mismatch")
+        #expect(decision.deactivate?.reason == .senderIDMismatch)
     }
 
     private static func seconds(_ duration: Duration) -> Double { duration.inSeconds }
@@ -79,12 +79,12 @@ struct DeliveryPolicyTests {
         for (retryAfter, expected) in [(0, 0.0), (7, 7), (86_400, 3600)] {
             let decision = policy.decide(.transient(errorCode: "QUOTA_EXCEEDED", message: "m", retryAfter: .seconds(retryAfter), quota: true),
                                          for: Self.claimed(attempts: 0), job: Self.job, now: now)
-            #expect(decision.result.status == "pending")
+            #expect(decision.result.status == .pending)
             #expect(abs(decision.result.nextAttempt.timeIntervalSince(now) - expected) < 0.001)
             #expect(decision.pauseApp.map(Self.seconds) == expected)
         }
         let last = policy.decide(.transient(errorCode: "UNAVAILABLE", message: "m", retryAfter: nil, quota: false),
                                  for: Self.claimed(attempts: 4), job: Self.job, now: now)
-        #expect(last.result.status == "failed" && last.result.errorCode == "UNAVAILABLE", "the fifth attempt is the last")
+        #expect(last.result.status == .failed && last.result.errorCode == "UNAVAILABLE", "the fifth attempt is the last")
     }
 }

@@ -153,8 +153,8 @@ struct DispatchStateMachineTests {
         let chunk = [Self.delivery(1, chunk: 9), Self.delivery(2, chunk: 9)]
         _ = try claim(&machine, chunk)
         let first = Self.written(machine.answered(answer(chunk[0], .answered(.sent(messageID: "m1"), elapsed: .milliseconds(20))), now: at(0)))
-        #expect(first.results.map(\.status) == ["sent"] && first.results.first?.messageID == "m1" && first.finishedChunks.isEmpty)
-        let last = Self.written(machine.answered(answer(chunk[1], .answered(.deadToken(errorCode: "UNREGISTERED", message: "gone", reason: "unregistered"), elapsed: nil)), now: at(0)))
+        #expect(first.results.map(\.status) == [.sent] && first.results.first?.messageID == "m1" && first.finishedChunks.isEmpty)
+        let last = Self.written(machine.answered(answer(chunk[1], .answered(.deadToken(errorCode: "UNREGISTERED", message: "gone", reason: .unregistered), elapsed: nil)), now: at(0)))
         #expect(last.finishedChunks == [9] && last.deactivations.map(\.deviceID) == [2] && last.touchedJobs == [1])
     }
 
@@ -165,7 +165,7 @@ struct DispatchStateMachineTests {
         let refused = machine.answered(answer(claimed[0], .notSent(reason: "connect: refused", unreachable: true)), now: at(0))
         let retry = Self.written(refused).results.first
         // Pending without an attempt, due when the breaker lets the next probe out.
-        #expect(retry?.status == "pending" && retry?.errorCode == "FCM_UNREACHABLE" && retry?.attempted == false)
+        #expect(retry?.status == .pending && retry?.errorCode == "FCM_UNREACHABLE" && retry?.attempted == false)
         #expect(Self.counted(refused) == ["not_sent"])
         // Nothing is sent or claimed while the breaker is open.
         #expect(machine.poll(now: at(0.05), stopping: false).actions.isEmpty)

@@ -42,7 +42,7 @@ struct JobEndingTests {
                         #expect(try await fixture.sql { try await JobDirectory(client: $0, logger: workerLogger).cancel(job) } == .cancelled)
                     }
                     let end = try await fixture.finished(job)
-                    #expect(end.status == ending.status, "round \(round): \(end.error ?? "")")
+                    #expect(end.status == ending.status.rawValue, "round \(round): \(end.error ?? "")")
                     if let expected = ending.reason(appCode: appCode) {
                         #expect(end.error?.hasPrefix(expected) == true, "round \(round): \(end.error ?? "no error")")
                     }
@@ -61,7 +61,7 @@ struct JobEndingTests {
                     let failedLines = log.lines.filter { line in
                         line.contains(" job failed ") && ["\"push.job_id\": \(job),", "\"push.job_id\": \(job)]"].contains { line.contains($0) }
                     }
-                    #expect(failedLines.count == (ending.status == "failed" ? 1 : 0), "round \(round): \(failedLines)")
+                    #expect(failedLines.count == (ending.status == .failed ? 1 : 0), "round \(round): \(failedLines)")
                 }
             }
         }
@@ -81,7 +81,7 @@ struct JobEndingTests {
             }
             #expect(ended.isEmpty)
             let summary = try await Self.settled(job, fixture)
-            #expect(summary.status == "completed" && summary.sent == 2 && summary.firstError == nil)
+            #expect(summary.status == .completed && summary.sent == 2 && summary.firstError == nil)
         }
     }
 
@@ -97,7 +97,7 @@ struct JobEndingTests {
                 let claimed = try await queue.expandAndClaim(audience, limit: 10).claimed
                 #expect(claimed.count == 2)
                 let results = claimed.map {
-                    DeliveryQueue.Result($0, status: "failed", errorCode: "PERMISSION_DENIED", errorMessage: "denied", messageID: nil,
+                    DeliveryQueue.Result($0, status: .failed, errorCode: "PERMISSION_DENIED", errorMessage: "denied", messageID: nil,
                                          attempted: true, nextAttempt: Date())
                 }
                 let batch = Outbox.Batch(results: results, jobFailures: [(job, "app wowa: denied")],
@@ -110,11 +110,11 @@ struct JobEndingTests {
                 try await client.query("CREATE TRIGGER refuse BEFORE UPDATE ON push_jobs FOR EACH ROW EXECUTE FUNCTION refuse_job_update()")
                 await #expect(throws: (any Error).self) { try await queue.write(batch) }
                 var summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
-                #expect((summary.status, summary.failed, summary.pending) == ("running", 0, 2))
+                #expect((summary.status, summary.failed, summary.pending) == (.running, 0, 2))
                 try await client.query("DROP TRIGGER refuse ON push_jobs")
                 #expect(try await queue.write(batch) == [job])
                 summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
-                #expect((summary.status, summary.failed, summary.pending) == ("failed", 2, 0))
+                #expect((summary.status, summary.failed, summary.pending) == (.failed, 2, 0))
             }
         }
     }
@@ -185,11 +185,11 @@ struct JobEndingTests {
 }
 
 extension JobEndingTests.Ending {
-    var status: String {
+    var status: JobStatus {
         switch self {
-        case .completed: "completed"
-        case .failedByCredentials, .failedByPayload, .failedByProject: "failed"
-        case .cancelledMidFlight: "cancelled"
+        case .completed: .completed
+        case .failedByCredentials, .failedByPayload, .failedByProject: .failed
+        case .cancelledMidFlight: .cancelled
         }
     }
 

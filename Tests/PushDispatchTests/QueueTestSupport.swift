@@ -13,7 +13,7 @@ extension DeliveryQueue {
 extension DeliveryQueue.Result {
     /// Each claimed delivery sent, as the worker records an accepted send.
     static func sent(_ claimed: some Collection<DeliveryQueue.Claimed>) -> [DeliveryQueue.Result] {
-        claimed.map { .init($0, status: "sent", errorCode: nil, errorMessage: nil, messageID: "m", attempted: true, nextAttempt: Date()) }
+        claimed.map { .init($0, status: .sent, errorCode: nil, errorMessage: nil, messageID: "m", attempted: true, nextAttempt: Date()) }
     }
 }
 

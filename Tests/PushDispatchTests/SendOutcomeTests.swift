@@ -81,11 +81,11 @@ struct FCMAnswerTableTests {
     /// File name (without .json) → outcome.
     static let expected: [String: SendOutcome] = [
         // The emulator's answers.
-        "unregistered": .deadToken(errorCode: "UNREGISTERED", message: "Requested entity was not found.", reason: "unregistered"),
+        "unregistered": .deadToken(errorCode: "UNREGISTERED", message: "Requested entity was not found.", reason: .unregistered),
         "invalid-registration-token": .deadToken(errorCode: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token",
-                                                 reason: "invalid_token"),
+                                                 reason: .invalidToken),
         "invalid-registration-fid": .deadToken(errorCode: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token",
-                                               reason: "invalid_token"),
+                                               reason: .invalidToken),
         "sender-id-mismatch": .senderMismatch(message: "SenderId mismatch"),
         "third-party-auth-error": .thirdPartyAuth(message: "Auth error from APNS or Web Push Service"),
         // One device's rate: that delivery waits, the app goes on.
@@ -104,10 +104,10 @@ struct FCMAnswerTableTests {
         // Only the message says it is about the token (FCM's own example of an invalid token).
         "invalid-registration-token-documented": .deadToken(errorCode: "INVALID_ARGUMENT",
                                                             message: "The registration token is not a valid FCM registration token",
-                                                            reason: "invalid_token"),
+                                                            reason: .invalidToken),
         // Only the BadRequest field does.
         "invalid-registration-token-field-only": .deadToken(errorCode: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
-                                                            reason: "invalid_token"),
+                                                            reason: .invalidToken),
         "invalid-argument-data-value": .payloadRejected(errorCode: "INVALID_ARGUMENT",
                                                         message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"),
         "invalid-argument-reserved-data-key": .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "Invalid data payload key: from"),

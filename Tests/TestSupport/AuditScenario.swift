@@ -41,7 +41,7 @@ public struct Seed: Sendable {
     }
 
     @discardableResult
-    public func delivery(job: Int64, device: Int64, status: String = "pending", errorCode: String? = nil,
+    public func delivery(job: Int64, device: Int64, status: DeliveryStatus = .pending, errorCode: String? = nil,
                          errorMessage: String? = nil, fcmMessageID: String? = nil, attempts: Int = 0) async throws -> Int64 {
         try await value("""
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts)
@@ -84,12 +84,12 @@ public struct AuditScenario: Sendable {
         let jobs = [try await seed.job(app: "wowa", users: [1, 2]), try await seed.job(app: "beta", users: [1]),
                     try await seed.job(app: "wowa", users: nil)]
         let deliveries = [
-            try await seed.delivery(job: jobs[0], device: devices[0], status: "sent", fcmMessageID: "projects/wowa/messages/0:1", attempts: 1),
-            try await seed.delivery(job: jobs[0], device: devices[1], status: "failed", errorCode: failure.code,
+            try await seed.delivery(job: jobs[0], device: devices[0], status: .sent, fcmMessageID: "projects/wowa/messages/0:1", attempts: 1),
+            try await seed.delivery(job: jobs[0], device: devices[1], status: .failed, errorCode: failure.code,
                                     errorMessage: failure.message, attempts: 2),
-            try await seed.delivery(job: jobs[1], device: devices[2], status: "skipped"),
+            try await seed.delivery(job: jobs[1], device: devices[2], status: .skipped),
             try await seed.delivery(job: jobs[2], device: devices[0]),
-            try await seed.delivery(job: jobs[2], device: devices[1], status: "sent", fcmMessageID: "projects/wowa/messages/2:1", attempts: 1),
+            try await seed.delivery(job: jobs[2], device: devices[1], status: .sent, fcmMessageID: "projects/wowa/messages/2:1", attempts: 1),
         ]
         try await seed.run("UPDATE push_deliveries SET updated_at = '2020-06-01T00:00:00Z' WHERE id <= \(deliveries[1])")
         try await seed.expanded(jobs[0], jobs[1], jobs[2])
@@ -104,16 +104,16 @@ public struct AuditScenario: Sendable {
         public let job: Int?
         public let user: Int64?
         public let app: String?
-        public let status: String?
+        public let status: DeliveryStatus?
         public let since: String?
         public let expected: [Int]
 
-        init(job: Int? = nil, user: Int64? = nil, app: String? = nil, status: String? = nil, since: String? = nil, _ expected: [Int]) {
+        init(job: Int? = nil, user: Int64? = nil, app: String? = nil, status: DeliveryStatus? = nil, since: String? = nil, _ expected: [Int]) {
             (self.job, self.user, self.app, self.status, self.since, self.expected) = (job, user, app, status, since, expected)
         }
 
         public var description: String {
-            [job.map { "job#\($0)" }, user.map { "user \($0)" }, app, status, since.map { "since \($0)" }]
+            [job.map { "job#\($0)" }, user.map { "user \($0)" }, app, status?.rawValue, since.map { "since \($0)" }]
                 .compactMap { $0 }.joined(separator: " ") + " → \(expected)"
         }
 
@@ -125,7 +125,7 @@ public struct AuditScenario: Sendable {
         /// `jobId=…&userId=…` for GET /admin/deliveries.
         public func queryString(_ scenario: AuditScenario) -> String {
             let pairs = [("jobId", job.map { String(scenario.jobs[$0]) }), ("userId", user.map(String.init)), ("appCode", app),
-                         ("status", status), ("since", since)]
+                         ("status", status?.rawValue), ("since", since)]
             let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~:"))
             return pairs.compactMap { name, value in
                 value.map { "\(name)=\($0.addingPercentEncoding(withAllowedCharacters: unreserved) ?? $0)" }
@@ -135,7 +135,7 @@ public struct AuditScenario: Sendable {
         /// `--job … --user …` for pushctl deliveries.
         public func arguments(_ scenario: AuditScenario) -> [String] {
             let pairs = [("--job", job.map { String(scenario.jobs[$0]) }), ("--user", user.map(String.init)), ("--app", app),
-                         ("--status", status), ("--since", since)]
+                         ("--status", status?.rawValue), ("--since", since)]
             return pairs.flatMap { name, value in value.map { [name, $0] } ?? [] }
         }
 
@@ -147,13 +147,13 @@ public struct AuditScenario: Sendable {
         Query(job: 0, [1, 0]),
         Query(user: 1, [3, 2, 0]),
         Query(app: "beta", [2]),
-        Query(status: "sent", [4, 0]),
-        Query(status: "pending", [3]),
+        Query(status: .sent, [4, 0]),
+        Query(status: .pending, [3]),
         Query(since: "2021-01-01T00:00:00Z", [4, 3, 2]),
         Query(since: "2021-01-01T01:00:00.500+01:00", [4, 3, 2]),
         Query(since: "2020-06-01T00:00:00Z", [4, 3, 2, 1, 0]),
         Query(job: 2, user: 2, [4]),
-        Query(app: "wowa", status: "failed", [1]),
+        Query(app: "wowa", status: .failed, [1]),
         Query(app: "nope", []),
         Query(user: 3, []),
     ]

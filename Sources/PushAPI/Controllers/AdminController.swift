@@ -95,7 +95,7 @@ struct AdminController {
             }
             let jobPriority = try priority.map { text in
                 guard let priority = JobPriority(rawValue: text) else {
-                    throw APIError.validation("priority must be one of \(JobPriority.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(text)\"")
+                    throw APIError.validation("priority must be one of \(JobPriority.choiceList), not \"\(text)\"")
                 }
                 return priority
             }
@@ -164,7 +164,7 @@ struct AdminController {
 
     @Sendable func listJobs(_ request: Request, context: APIRequestContext) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["status", "limit"])
-        let status = try query.oneOf("status", JobSummary.statuses)
+        let status = try query.oneOf("status", JobStatus.self)
         let limit = try query.integer("limit", in: JobDirectory.listLimits) ?? 50
         let jobs = self.jobs(context.logger)
         let found = try await deadline.run { try await jobs.list(status: status, limit: Int(limit)) }
@@ -221,7 +221,7 @@ struct AdminController {
         let query = try QueryParameters(request, allowed: ["jobId", "userId", "appCode", "status", "since", "limit", "cursor"])
         let filter = DeliveryFilter(
             jobID: try query.integer("jobId", in: 1...Int64.max), userID: try query.integer("userId", in: 1...Int64.max),
-            appCode: query.string("appCode"), status: try query.oneOf("status", DeliveryFilter.statuses),
+            appCode: query.string("appCode"), status: try query.oneOf("status", DeliveryStatus.self),
             since: try query.time("since"))
         let limit = try query.integer("limit", in: 1...1000) ?? 100
         let cursor = try query.integer("cursor", in: 1...Int64.max, message: "cursor must be a nextCursor this endpoint returned")
@@ -263,10 +263,10 @@ struct QueryParameters {
         return number
     }
 
-    func oneOf(_ name: String, _ choices: [String]) throws -> String? {
+    func oneOf<Value: TextColumnEnum>(_ name: String, _ type: Value.Type) throws -> Value? {
         guard let text = string(name) else { return nil }
-        guard choices.contains(text) else { throw APIError.validation("\(name) must be one of \(choices.joined(separator: ", "))") }
-        return text
+        guard let value = Value(rawValue: text) else { throw APIError.validation("\(name) must be one of \(Value.choiceList)") }
+        return value
     }
 
     func time(_ name: String) throws -> Date? {

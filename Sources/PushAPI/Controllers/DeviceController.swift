@@ -27,7 +27,7 @@ struct DeviceController {
             }
             if let reason = device.deactivationReason {
                 json.name("deactivationReason")
-                json.value(reason)
+                json.value(reason.rawValue)
             }
             json.name("deviceId")
             json.value(device.deviceID)
@@ -124,7 +124,7 @@ struct DeviceController {
         guard deactivated else {
             throw APIError.notFound("device \(id) not found")
         }
-        context.logger.info("device deactivated", metadata: ["push.device_id": "\(id)", "push.reason": "logout"])
+        context.logger.info("device deactivated", metadata: ["push.device_id": "\(id)", "push.reason": "\(DeactivationReason.logout)"])
         return Response(status: .noContent)
     }
 }

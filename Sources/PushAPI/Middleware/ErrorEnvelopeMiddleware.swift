@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Hummingbird
 import Logging
+import PostgresNIO
 
 /// Turns every error into the envelope, so no client ever sees Hummingbird's plain-text
 /// errors or a stack of internals. Database connection failures become 503.
@@ -28,13 +29,10 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    /// PostgresNIO reports an unreachable database as a `PSQLError` without server details, or as
-    /// a connection-pool error (circuit breaker open); neither type is matched by name here
-    /// because the pool error type is not public.
+    /// PostgresNIO reports an unreachable database as a `PSQLError` without server details (server
+    /// errors are handled before), or as a connection-pool error (circuit breaker open).
     static func isDatabaseUnavailable(_ error: any Error) -> Bool {
-        if error is DatabaseUnavailable { return true }
-        let type = String(reflecting: Swift.type(of: error))
-        return type.contains("PSQLError") || type.contains("ConnectionPoolError")
+        error is DatabaseUnavailable || error is PSQLError || DatabaseErrorText.isPoolError(error)
     }
 
     static func envelope(for status: HTTPResponse.Status, message: String?) -> APIError {
