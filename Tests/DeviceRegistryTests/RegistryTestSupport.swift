@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Logging
 import PostgresNIO
+import Testing
 import TestSupport
 
 let testLogger = Logger(label: "registry-tests")
@@ -34,4 +35,28 @@ func activeTokens(_ client: PostgresClient, user: Int64) async throws -> [String
         result.append(token)
     }
     return result
+}
+
+/// The quoted words of a CHECK constraint of the migrated schema: the values it allows.
+func allowedValues(_ client: PostgresClient, constraint: String) async throws -> Set<String> {
+    var values: Set<String> = []
+    for try await value in try await client.query("""
+        SELECT unnest(regexp_matches(pg_get_constraintdef(oid), '''(\\w+)''', 'g')) FROM pg_constraint WHERE conname = \(constraint)
+        """).decode(String.self) {
+        values.insert(value)
+    }
+    return values
+}
+
+/// Every case of `Value`, bound and read back through the database; an unknown spelling fails
+/// the row's decoding.
+func expectRoundTrips<Value: TextColumnEnum & Equatable>(_ type: Value.Type, _ client: PostgresClient) async throws {
+    for value in Value.allCases {
+        for try await decoded in try await client.query("SELECT \(value)::text").decode(Value.self) {
+            #expect(decoded == value)
+        }
+    }
+    await #expect(throws: PostgresDecodingError.self) {
+        for try await _ in try await client.query("SELECT 'not-a-case'::text").decode(Value.self) {}
+    }
 }

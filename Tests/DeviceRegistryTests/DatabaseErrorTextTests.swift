@@ -1,0 +1,24 @@
+import DeviceRegistry
+import PostgresNIO
+import Testing
+import TestSupport
+
+@Suite struct DatabaseErrorTextTests {
+    /// A server error's SQLSTATE compares with postgres-nio's named codes.
+    @Test func theSQLStateIsPostgresNIOsCode() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let insert: PostgresQuery = "INSERT INTO apps (code, name) VALUES ('wowa', 'Wowa')"
+            try await client.query(insert)
+            let error = try #require(await #expect(throws: PSQLError.self) { try await client.query(insert) })
+            let state = try #require(DatabaseErrorText.sqlState(error))
+            #expect(state == .uniqueViolation && state.isInClass(of: .integrityConstraintViolation) && !state.isInClass(of: .dataException))
+            #expect(DatabaseErrorText.isServerError(error))
+        }
+    }
+
+    @Test func anErrorNotFromTheDatabaseHasNoSQLState() {
+        struct Other: Error {}
+        #expect(DatabaseErrorText.sqlState(Other()) == nil && !DatabaseErrorText.isServerError(Other()) && !DatabaseErrorText.isPoolError(Other()))
+        #expect(PostgresError.Code.invalidParameterValue.isInClass(of: .dataException))
+    }
+}

@@ -1,0 +1,14 @@
+import DeviceRegistry
+import Testing
+import TestSupport
+
+/// `push_deliveries.status` read as ``DeliveryStatus``: every value the schema allows, and nothing else.
+@Suite struct DeliveryStatusTests {
+    @Test func theCasesAreTheStatusesTheSchemaAllows() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            #expect(try await allowedValues(client, constraint: "push_deliveries_status_check")
+                    == Set(DeliveryStatus.allCases.map(\.rawValue)))
+            try await expectRoundTrips(DeliveryStatus.self, client)
+        }
+    }
+}
