@@ -3,12 +3,13 @@ import PostgresNIO
 import Testing
 import TestSupport
 
-/// `push_devices.deactivation_reason` read as ``DeactivationReason``. No CHECK bounds the column:
-/// the SQL functions write reasons of their own, and each of them must be a case, or reading
-/// such a device would fail.
+/// `push_devices.deactivation_reason` read as ``DeactivationReason``: the cases are what the
+/// schema allows (sql/013), and every reason the SQL functions write themselves is one of them.
 @Suite struct DeactivationReasonTests {
-    @Test func everyReasonTheSQLFunctionsWriteIsACase() async throws {
+    @Test func theCasesAreWhatTheSchemaAllowsAndWhatTheFunctionsWrite() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
+            let allowed = try await allowedValues(client, constraint: "push_devices_deactivation_reason_check")
+            #expect(allowed == Set(DeactivationReason.allCases.map(\.rawValue)))
             var written: Set<String> = []
             for try await reason in try await client.query("""
                 SELECT DISTINCT unnest(regexp_matches(prosrc, 'deactivation_reason\\s*=[^;]*?''(\\w+)''', 'g'))
@@ -17,8 +18,22 @@ import TestSupport
                 written.insert(reason)
             }
             #expect(written == ["account_switch", "device_limit", "replaced"])
-            #expect(written.isSubset(of: DeactivationReason.allCases.map(\.rawValue)))
+            #expect(written.isSubset(of: allowed))
             try await expectRoundTrips(DeactivationReason.self, client)
+        }
+    }
+
+    /// A reason outside the list is refused when it is written, not when a program reads the device.
+    @Test func anUnknownReasonIsRefusedWhenWritten() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (1, \(app), 'tok-1', 'ios')")
+            await #expect(throws: PSQLError.self) {
+                _ = try await client.query("""
+                    UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'uninstalled'
+                    """)
+            }
+            #expect(try await rows(client, token: "tok-1").map(\.2) == [nil])
         }
     }
 
