@@ -231,7 +231,7 @@ private struct PushAPIProcess: Sendable {
     static func start(database url: String, openFilesLimit: Int? = nil, environment: [String: String]) async throws -> PushAPIProcess {
         let port = try LocalCluster.freePort()
         let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("push-api-\(UUID().uuidString).log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: logPath))
         let process = Process()
         let binary = BuiltProduct("push-api").path
         if let openFilesLimit {

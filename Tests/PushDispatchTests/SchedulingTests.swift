@@ -13,7 +13,7 @@ import TestSupport
 struct SchedulingTests {
     /// `count` active Android devices of `app` for users 1…count, tokens `<prefix>-<n>`.
     static func seed(_ fixture: WorkerFixture, app: Int64, prefix: String, count: Int) async throws {
-        try await fixture.sql { client in
+        _ = try await fixture.sql { client in
             try await client.query(
                 """
                 INSERT INTO push_devices (app_id, user_id, token, platform)
@@ -113,7 +113,7 @@ struct SchedulingTests {
     @Test func aRateCapHoldsForTheAppAcrossWorkers() async throws {
         try await WorkerFixture.with { fixture in
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-capped", count: 300)
-            try await fixture.sql { client in try await client.query("UPDATE apps SET max_sends_per_second = 100 WHERE id = \(fixture.appID)") }
+            _ = try await fixture.sql { client in try await client.query("UPDATE apps SET max_sends_per_second = 100 WHERE id = \(fixture.appID)") }
             let job = try await Self.campaign(fixture, app: "wowa")
             let workers = (1...2).map { index in
                 var configuration = fixture.configuration

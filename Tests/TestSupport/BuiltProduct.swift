@@ -80,7 +80,7 @@ extension BuiltProduct {
     /// Starts the product with its output in a log file (never a pipe: nothing reads it while it runs).
     public func start(_ arguments: [String] = [], environment: [String: String]) throws -> RunningProduct {
         let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("product-\(UUID().uuidString).log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: logPath))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments

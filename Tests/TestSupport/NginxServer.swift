@@ -211,7 +211,7 @@ public final class NginxServer: Sendable {
         process.arguments = ["-p", "\(directory)/", "-c", "\(directory)/nginx.conf", "-e", "\(directory)/error.log"]
         process.environment = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"]
         let output = "\(directory)/output.log"
-        FileManager.default.createFile(atPath: output, contents: nil)
+        try Data().write(to: URL(fileURLWithPath: output))
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = log

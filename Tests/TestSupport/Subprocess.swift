@@ -18,7 +18,7 @@ public enum Subprocess {
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                            directory: String? = nil, timeLimit: Duration) async throws -> Run {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("subprocess-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        try Data().write(to: log)
         defer { try? FileManager.default.removeItem(at: log) }
         let handle = try FileHandle(forWritingTo: log)
         defer { try? handle.close() }

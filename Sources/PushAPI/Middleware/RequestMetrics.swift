@@ -20,8 +20,8 @@ final class RequestMetrics: Sendable {
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
         registrationBatchSize = registry.makeValueHistogram(
-            name: "registration_batch_size", buckets: [1, 2, 4, 8, 16, 32, 64],
-            help: "registrations per database statement")
+            descriptor: MetricNameDescriptor(metricName: "registration_batch", unitName: "size", helpText: "registrations per database statement"),
+            buckets: [1, 2, 4, 8, 16, 32, 64])
     }
 
     func recordRegistrationBatch(size: Int) {
