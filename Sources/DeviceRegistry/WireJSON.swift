@@ -3,6 +3,12 @@ import Foundation
 /// The one JSON shape the service writes, over HTTP and from pushctl: sorted keys, unescaped
 /// slashes, dates as ISO 8601 UTC with milliseconds.
 public enum WireJSON {
+    /// `string` as a JSON string literal, quotes included, escaped as JSON requires.
+    public static func quoted(_ string: String) -> String {
+        // JSONEncoder on a single string is valid JSON and escapes what must be escaped.
+        String(decoding: try! JSONEncoder().encode(string), as: UTF8.self)
+    }
+
     public static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

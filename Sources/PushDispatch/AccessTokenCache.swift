@@ -156,7 +156,7 @@ struct GoogleTokenExchange: Sendable {
     }
 
     func grant(for account: ServiceAccount) async throws -> Grant {
-        let assertion = try ServiceAccountAssertion(account).signed(audience: tokenURL)
+        let assertion = try await ServiceAccountAssertion(account).signed(audience: tokenURL)
         var request = HTTPClientRequest(url: tokenURL)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")

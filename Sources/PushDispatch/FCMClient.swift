@@ -172,7 +172,7 @@ struct PreparedMessage: Sendable {
         // are the only characters left that JSON needs escaped (looked for in bytes: a
         // Character walk of every token cost 2% of the worker's CPU).
         if target.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            buffer.writeString(ServiceAccountAssertion.jsonString(target))
+            buffer.writeString(WireJSON.quoted(target))
         } else {
             buffer.writeStaticString("\"")
             buffer.writeString(target)
