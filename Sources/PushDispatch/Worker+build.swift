@@ -7,29 +7,26 @@ import PostgresNIO
 import ServiceLifecycle
 import UnixSignals
 
-/// Runs push-worker: the PostgreSQL client, the optional operations server and the dispatcher
-/// in one ServiceGroup (shut down in reverse order: the dispatcher drains first), then closes
-/// the HTTP client. Tests run this same function.
+/// Runs push-worker as one ServiceGroup: the PostgreSQL client, the token endpoint's HTTP
+/// client, the FCM connections, the optional operations server and the dispatcher. The group
+/// shuts its services down in reverse order, so the dispatcher drains first and the clients it
+/// sends through close after it. Tests run this same function.
 public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, signals: [UnixSignal] = [.sigterm, .sigint]) async throws {
     let client = PostgresClient(configuration: try DatabaseConfiguration.parse(configuration.databaseURL), backgroundLogger: logger)
     let tls = makeTLSConfiguration(configuration)
+    // The FCM client connects on its first send. The HTTP client must be shut down once made:
+    // made after the last step that can throw, it is the group's to shut down from here on.
+    let fcm = try makeFCMClient(configuration, tls: tls)
     let http = makeHTTPClient(configuration, tls: tls)
-    let fcm: FCMClient
-    do {
-        fcm = try makeFCMClient(configuration, tls: tls)
-    } catch {
-        try? await http.shutdown()
-        throw error
-    }
     let metrics = DispatchMetrics()
-    var services: [any Service] = [client]
+    var services: [any Service] = [client, HTTPClientService(client: http), fcm]
     if let port = configuration.metricsPort {
         services.append(buildWorkerOperations(host: configuration.metricsHost, port: port, client: client, metrics: metrics, logger: logger))
     }
     services.append(Dispatcher(configuration: configuration, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
     var groupConfiguration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
     // A shutdown ends whatever FCM and the database do: a drain that outlasts its bound is
-    // escalated to cancellation (the database client closes its connections, so no query
+    // escalated to cancellation (the clients close their connections, so no query or send
     // hangs on), and a cancellation that outlasts its own bound aborts the process.
     groupConfiguration.maximumGracefulShutdownDuration = configuration.drainBound
     groupConfiguration.maximumCancellationDuration = DispatchConfiguration.cancellationBound
@@ -39,17 +36,9 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
         "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",
         "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
     ])
-    do {
-        try await ProgramStartup.listening(on: configuration.metricsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
-            try await group.run()
-        }
-    } catch {
-        await fcm.close()
-        try? await http.shutdown()
-        throw error
+    try await ProgramStartup.listening(on: configuration.metricsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
+        try await group.run()
     }
-    await fcm.close()
-    try await http.shutdown()
 }
 
 /// PUSH_CA_FILE trusted in addition to the system roots, for FCM and the token endpoint.
