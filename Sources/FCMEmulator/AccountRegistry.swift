@@ -44,7 +44,7 @@ final class AccountRegistry: Sendable {
     }
 
     /// Registering an email again replaces its key (a rotation) and adds the project to the ones it may use.
-    func register(_ serviceAccount: ServiceAccount) {
+    func register(_ serviceAccount: RegisteredAccount) {
         state.withLock { state in
             var projects = state.accounts[serviceAccount.clientEmail]?.projectIDs ?? []
             projects.insert(serviceAccount.projectID)

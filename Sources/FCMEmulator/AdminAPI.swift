@@ -51,7 +51,7 @@ struct AdminAPI: Sendable {
         var seconds: Double
     }
 
-    private struct RegisteredAccount: Encodable {
+    private struct RegistrationAnswer: Encodable {
         var client_email: String
         var project_id: String
     }
@@ -69,12 +69,12 @@ struct AdminAPI: Sendable {
         let group = router.group("emulator")
         group.post("service-accounts") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
-            do throws(ServiceAccountError) {
-                let account = try ServiceAccount(serviceAccountJSON: Data(buffer: body))
+            do throws(RegisteredAccountError) {
+                let account = try RegisteredAccount(serviceAccountJSON: Data(buffer: body))
                 core.registry.register(account)
                 return GoogleResponses.json(
                     .created,
-                    encoding: RegisteredAccount(client_email: account.clientEmail, project_id: account.projectID)
+                    encoding: RegistrationAnswer(client_email: account.clientEmail, project_id: account.projectID)
                 ).response
             } catch {
                 return Self.badRequest(error.description)

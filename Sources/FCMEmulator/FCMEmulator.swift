@@ -19,7 +19,7 @@ public struct FCMEmulator: Service {
         public var tls: Bool
         public var tokenLifetime: Duration
         /// Accounts allowed to mint tokens from the start.
-        public var serviceAccounts: [ServiceAccount]
+        public var serviceAccounts: [RegisteredAccount]
         /// Outcomes chosen by token prefix; ``PrefixRule/standard`` holds the executable's defaults.
         public var prefixRules: [PrefixRule]
         /// How many accepted messages (bodies) are kept for inspection; counters are kept for every token.
@@ -42,7 +42,7 @@ public struct FCMEmulator: Service {
             port: Int = 0,
             tls: Bool = true,
             tokenLifetime: Duration = .seconds(3600),
-            serviceAccounts: [ServiceAccount] = [],
+            serviceAccounts: [RegisteredAccount] = [],
             prefixRules: [PrefixRule] = [],
             retainedMessageLimit: Int = 1000,
             caFilePath: String? = nil,

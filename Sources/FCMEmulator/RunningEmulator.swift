@@ -28,7 +28,7 @@ public final class RunningEmulator: Sendable {
 
     /// Allows the account to mint access tokens and send for its project. Registering the same email again
     /// replaces its key (a rotation) and adds the project.
-    public func registerServiceAccount(_ account: ServiceAccount) {
+    public func registerServiceAccount(_ account: RegisteredAccount) {
         core.registry.register(account)
     }
 
@@ -38,7 +38,7 @@ public final class RunningEmulator: Sendable {
         projectID: String,
         keyID: String? = nil
     ) {
-        registerServiceAccount(ServiceAccount(clientEmail: clientEmail, projectID: projectID, publicKey: publicKey, keyID: keyID))
+        registerServiceAccount(RegisteredAccount(clientEmail: clientEmail, projectID: projectID, publicKey: publicKey, keyID: keyID))
     }
 
     public func registerServiceAccount(
@@ -46,8 +46,8 @@ public final class RunningEmulator: Sendable {
         publicKeyPEM: String,
         projectID: String,
         keyID: String? = nil
-    ) throws(ServiceAccountError) {
-        registerServiceAccount(try ServiceAccount(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: keyID))
+    ) throws(RegisteredAccountError) {
+        registerServiceAccount(try RegisteredAccount(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: keyID))
     }
 
     /// Every access token issued so far becomes invalid: the next send with one answers 401 UNAUTHENTICATED.

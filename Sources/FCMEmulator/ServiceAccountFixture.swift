@@ -13,8 +13,8 @@ public struct ServiceAccountFixture: Sendable {
     public var privateKeyPEM: String { privateKey.pkcs8PEMRepresentation }
 
     /// What to register with the emulator.
-    public var serviceAccount: ServiceAccount {
-        ServiceAccount(clientEmail: clientEmail, projectID: projectID, publicKey: privateKey.publicKey, keyID: privateKeyID)
+    public var serviceAccount: RegisteredAccount {
+        RegisteredAccount(clientEmail: clientEmail, projectID: projectID, publicKey: privateKey.publicKey, keyID: privateKeyID)
     }
 
     /// `clientEmail` defaults to `fcm-sender@<projectID>.iam.gserviceaccount.com`.

@@ -291,7 +291,7 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             "fcm-emulator: generated demo service account \(demoClientEmail) (project \(demoProjectID)) in \(path)\n".utf8))
     }
 
-    private static func readServiceAccount(path: String) throws -> ServiceAccount {
+    private static func readServiceAccount(path: String) throws -> RegisteredAccount {
         let contents: Data
         do {
             contents = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -299,7 +299,7 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             throw StartupError("cannot read service account \(path): \(error.localizedDescription)")
         }
         do {
-            return try ServiceAccount(serviceAccountJSON: contents)
+            return try RegisteredAccount(serviceAccountJSON: contents)
         } catch {
             throw StartupError("service account \(path): \(error)")
         }

@@ -242,7 +242,7 @@ struct TokenEndpointTests {
     @Test("a service-account JSON file registers the public half of its key")
     func serviceAccountFile() async throws {
         let fixture = try Fixtures.primary()
-        let account = try ServiceAccount(serviceAccountJSON: Data(fixture.json().utf8))
+        let account = try RegisteredAccount(serviceAccountJSON: Data(fixture.json().utf8))
         #expect(account.clientEmail == fixture.clientEmail)
         #expect(account.projectID == fixture.projectID)
         #expect(account.keyID == fixture.privateKeyID)

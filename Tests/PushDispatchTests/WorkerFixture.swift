@@ -7,6 +7,14 @@ import PushDispatch
 import ServiceLifecycle
 import TestSupport
 
+/// Adds an app with these service-account credentials (or none) and returns its id.
+func addApp(_ client: PostgresClient, code: String, projectID: String?, clientEmail: String?, privateKeyPEM: String?, privateKeyID: String?) async throws -> Int64 {
+    let account = projectID.flatMap { project in
+        clientEmail.flatMap { email in privateKeyPEM.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: privateKeyID) } }
+    }
+    return try await AppDirectory(client: client, logger: workerLogger).add(code: code, name: code, serviceAccount: account).id
+}
+
 let workerLogger: Logger = {
     var logger = Logger(label: "worker-tests")
     logger.logLevel = .warning

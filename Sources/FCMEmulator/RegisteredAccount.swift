@@ -2,7 +2,7 @@ import Foundation
 import _CryptoExtras
 
 /// The public part of a Google service account: who may mint access tokens, with which key, for which project.
-public struct ServiceAccount: Sendable {
+public struct RegisteredAccount: Sendable {
     public var clientEmail: String
     public var projectID: String
     public var publicKey: _RSA.Signing.PublicKey
@@ -17,7 +17,7 @@ public struct ServiceAccount: Sendable {
     }
 
     /// `publicKeyPEM` is a SubjectPublicKeyInfo (`BEGIN PUBLIC KEY`) or PKCS#1 (`BEGIN RSA PUBLIC KEY`) PEM.
-    public init(clientEmail: String, projectID: String, publicKeyPEM: String, keyID: String? = nil) throws(ServiceAccountError) {
+    public init(clientEmail: String, projectID: String, publicKeyPEM: String, keyID: String? = nil) throws(RegisteredAccountError) {
         let publicKey: _RSA.Signing.PublicKey
         do {
             publicKey = try _RSA.Signing.PublicKey(pemRepresentation: publicKeyPEM)
@@ -30,7 +30,7 @@ public struct ServiceAccount: Sendable {
     /// Reads a Google service-account JSON file (`client_email`, `project_id`, `private_key`, `private_key_id`);
     /// the public key is derived from `private_key`. A `public_key` PEM may stand in for `private_key`, which is
     /// what the admin API accepts.
-    public init(serviceAccountJSON: Data) throws(ServiceAccountError) {
+    public init(serviceAccountJSON: Data) throws(RegisteredAccountError) {
         let fields: ServiceAccountJSON
         do {
             fields = try JSONDecoder().decode(ServiceAccountJSON.self, from: serviceAccountJSON)
@@ -62,7 +62,7 @@ public struct ServiceAccount: Sendable {
     }
 }
 
-public enum ServiceAccountError: Error, Equatable, CustomStringConvertible {
+public enum RegisteredAccountError: Error, Equatable, CustomStringConvertible {
     case malformedJSON
     case missingField(String)
     case invalidKey(String)
