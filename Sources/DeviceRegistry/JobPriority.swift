@@ -1,5 +1,3 @@
-import PostgresNIO
-
 /// A job's scheduling priority (`push_jobs.priority`): which jobs workers expand and send first
 /// when they share capacity. Not FCM's `android.priority` / `apns-priority`, which only the
 /// message sets.

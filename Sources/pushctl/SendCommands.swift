@@ -180,7 +180,7 @@ struct Job: AsyncParsableCommand {
                 }
                 var progress = ProgressLine()
                 progress.show(job)
-                while !JobReport.isFinished(job) {
+                while !job.status.isFinished {
                     try await Task.sleep(for: .seconds(interval))
                     guard let next = try await jobs.job(id) else { throw CLIError("job \(id) disappeared") }
                     job = next
@@ -197,10 +197,6 @@ struct Job: AsyncParsableCommand {
 
 /// How a job reads in a terminal.
 enum JobReport {
-    static func isFinished(_ job: JobSummary) -> Bool {
-        job.status.isFinished
-    }
-
     static func text(_ job: JobSummary) -> String {
         // Only a job with an expiry can have expired deliveries.
         let expired = job.expiresAt == nil && job.expired == 0 ? "" : " (\(job.expired) expired)"
@@ -220,7 +216,7 @@ enum JobReport {
         let done = job.sent + job.failed + job.skipped
         // No audience to measure against (counted empty, or never counted): all done once finished.
         let fraction = switch job.audience {
-        case nil, 0: isFinished(job) ? 1.0 : 0
+        case nil, 0: job.status.isFinished ? 1.0 : 0
         case let audience?: Double(done) / Double(audience)
         }
         let filled = Int((fraction * Double(width)).rounded(.down))
