@@ -12,7 +12,7 @@ public struct DeliveryRecord: Sendable, Equatable, Encodable {
     public let userID: Int64
     public let appCode: String
     public let platform: Platform
-    /// The first 20 characters of the device token, then `…`.
+    /// The device token as ``maskedToken(_:)`` shows it.
     public let maskedToken: String
     public let status: DeliveryStatus
     public let errorCode: String?
