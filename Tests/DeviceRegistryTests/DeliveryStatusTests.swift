@@ -6,9 +6,7 @@ import TestSupport
 @Suite struct DeliveryStatusTests {
     @Test func theCasesAreTheStatusesTheSchemaAllows() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
-            #expect(try await allowedValues(client, constraint: "push_deliveries_status_check")
-                    == Set(DeliveryStatus.allCases.map(\.rawValue)))
-            try await expectRoundTrips(DeliveryStatus.self, client)
+            try await expectCasesAreWhatTheSchemaAllows(DeliveryStatus.self, constraint: "push_deliveries_status_check", client)
         }
     }
 }

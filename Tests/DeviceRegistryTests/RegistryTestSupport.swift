@@ -48,6 +48,13 @@ func allowedValues(_ client: PostgresClient, constraint: String) async throws ->
     return values
 }
 
+/// `Value`'s cases are exactly the values `constraint` allows, and each reads back as itself.
+func expectCasesAreWhatTheSchemaAllows<Value: TextColumnEnum & Equatable>(_ type: Value.Type, constraint: String, _ client: PostgresClient,
+                                                                        sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    #expect(try await allowedValues(client, constraint: constraint) == Set(Value.allCases.map(\.rawValue)), sourceLocation: sourceLocation)
+    try await expectRoundTrips(type, client)
+}
+
 /// Every case of `Value`, bound and read back through the database; an unknown spelling fails
 /// the row's decoding.
 func expectRoundTrips<Value: TextColumnEnum & Equatable>(_ type: Value.Type, _ client: PostgresClient) async throws {
