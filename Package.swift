@@ -33,25 +33,51 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", exact: "6.2.2"),
     ],
     targets: [
-        // The device rules and their SQL, shared by push-api and the dispatch worker.
+        // JSON, timestamps and base64 as they cross the wire: Foundation only, used by every module.
+        .target(name: "WireFormats"),
+        // The core: device rules, the stores of apps, jobs and deliveries, and the schema's migrations.
         .target(
             name: "DeviceRegistry",
             dependencies: [
+                "WireFormats",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            resources: [.copy("Migrations")]
+        ),
+        // What every program needs around the core: environment settings, startup, logging, and the
+        // database's configuration, reachability and deadlines.
+        .target(
+            name: "ServiceSupport",
+            dependencies: [
+                "DeviceRegistry",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            resources: [.copy("Migrations")]
+            ]
+        ),
+        // The HTTP/2 client FCM is reached through: connections, streams, flow control. NIO only.
+        .target(
+            name: "FCMTransport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ]
         ),
         // The registration HTTP API.
         .target(
             name: "PushAPI",
             dependencies: [
-                "DeviceRegistry",
+                "DeviceRegistry", "ServiceSupport", "WireFormats",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -71,7 +97,7 @@ let package = Package(
         .target(
             name: "PushDispatch",
             dependencies: [
-                "DeviceRegistry",
+                "DeviceRegistry", "ServiceSupport", "WireFormats", "FCMTransport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -91,21 +117,21 @@ let package = Package(
         .executableTarget(
             name: "push-worker",
             dependencies: [
-                "PushDispatch", "DeviceRegistry",
+                "PushDispatch", "DeviceRegistry", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "push-api",
             dependencies: [
-                "PushAPI", "DeviceRegistry",
+                "PushAPI", "DeviceRegistry", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "pushctl",
             dependencies: [
-                "DeviceRegistry",
+                "DeviceRegistry", "ServiceSupport", "WireFormats",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -145,12 +171,25 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "DeviceRegistry",
+                "DeviceRegistry", "ServiceSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/TestSupport"
+        ),
+        .testTarget(name: "WireFormatsTests", dependencies: ["WireFormats"]),
+        .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
+        .testTarget(
+            name: "FCMTransportTests",
+            dependencies: [
+                "FCMTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ]
         ),
         .testTarget(
             name: "DeviceRegistryTests",
@@ -159,12 +198,12 @@ let package = Package(
         .testTarget(
             name: "PushAPITests",
             dependencies: [
-                "PushAPI", "DeviceRegistry", "TestSupport",
+                "PushAPI", "DeviceRegistry", "ServiceSupport", "WireFormats", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-            ]
+            ],
         ),
         .testTarget(
             name: "FCMEmulatorTests",
@@ -183,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "PushDispatchTests",
             dependencies: [
-                "PushDispatch", "DeviceRegistry", "TestSupport", "FCMEmulator",
+                "PushDispatch", "DeviceRegistry", "ServiceSupport", "FCMTransport", "TestSupport", "FCMEmulator",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -199,7 +238,7 @@ let package = Package(
         .testTarget(
             name: "PushCTLTests",
             dependencies: [
-                "DeviceRegistry", "TestSupport",
+                "DeviceRegistry", "ServiceSupport", "TestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -207,7 +246,7 @@ let package = Package(
         .testTarget(
             name: "DeployTests",
             dependencies: [
-                "PushAPI", "PushDispatch", "FCMEmulator", "DeviceRegistry", "TestSupport",
+                "PushAPI", "PushDispatch", "FCMEmulator", "DeviceRegistry", "ServiceSupport", "TestSupport",
                 .product(name: "Yams", package: "Yams"),
                 // docs/contract.md is checked against the routers and a migrated database.
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Foundation
 import Logging
+import ServiceSupport
 
 /// push-api's settings, from the environment (see the configuration table in docs/operating.md).
 public struct APIConfiguration: Sendable {

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import PostgresNIO
 import Prometheus
+import ServiceSupport
 
 /// Builds push-api: the PostgreSQL client runs as a service of the application, so it starts
 /// before the server answers and stops after it. Tests call this same function.
@@ -13,7 +14,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
     let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let registrations = RegistrationBatcher(
-        registry: DeviceRegistry(client: client), lanes: postgres.options.maximumConnections,
+        registry: DeviceDirectory(client: client), lanes: postgres.options.maximumConnections,
         deadline: configuration.databaseDeadline, limits: configuration.registrationLimits, logger: logger,
         batchSizes: { metrics.recordRegistrationBatch(size: $0) })
     let router = try buildRouter(client: client, registrations: registrations, metrics: metrics, verifier: verifier,
@@ -55,7 +56,7 @@ func buildRouter(client: PostgresClient, registrations: RegistrationBatcher, met
     OperationsController(client: client, metrics: metrics, openAPIDocument: ByteBuffer(data: document))
         .addRoutes(to: router)
     let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger), deadline: deadline)
-    DeviceController(registry: DeviceRegistry(client: client), registrations: registrations, deadline: deadline)
+    DeviceController(registry: DeviceDirectory(client: client), registrations: registrations, deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
     let admin = AdminAuthenticator(token: adminToken)
     AdminController(jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import NIOFoundationCompat
+import WireFormats
 
 /// JSON in and out of the API: dates as ISO 8601 UTC with milliseconds, request bodies limited
 /// by the context's upload size and refused unless they are `application/json`.

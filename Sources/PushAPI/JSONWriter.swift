@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Foundation
 import NIOCore
+import WireFormats
 
 /// Writes a response's JSON straight into a buffer, byte for byte as `WireJSON`'s encoder would
 /// (members in sorted order, slashes unescaped, dates as `WireJSON.formatted`). For the device

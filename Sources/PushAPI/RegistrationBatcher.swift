@@ -3,10 +3,11 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import Synchronization
+import ServiceSupport
 
 /// Registers devices for push-api's requests. A registration waits in a queue for one of
 /// `lanes` statements (one per pooled connection); a free lane takes everything queued, up to
-/// `maximumBatch`, and registers it in one statement (`DeviceRegistry.register(batch:)`).
+/// `maximumBatch`, and registers it in one statement (`DeviceDirectory.register(batch:)`).
 ///
 /// Batches form only while every lane is busy, so a registration on a quiet server is one
 /// statement of its own, as before, and waits for nothing. Under load, PostgreSQL spends most
@@ -28,11 +29,11 @@ import Synchronization
 /// Runs as a service after the PostgreSQL client's and before the server's, so at shutdown the
 /// server's last requests still find it; it finishes what is queued, then returns.
 final class RegistrationBatcher: Service, Sendable {
-    typealias Registered = DeviceRegistry.Registered
+    typealias Registered = DeviceDirectory.Registered
 
     private struct Queued {
         let id: UInt64
-        let registration: DeviceRegistry.Registration
+        let registration: DeviceDirectory.Registration
         let logger: Logger
     }
 
@@ -50,7 +51,7 @@ final class RegistrationBatcher: Service, Sendable {
         var closed = false
     }
 
-    private let registry: DeviceRegistry
+    private let registry: DeviceDirectory
     private let lanes: Int
     private let maximumBatch: Int
     private let deadline: Duration
@@ -67,7 +68,7 @@ final class RegistrationBatcher: Service, Sendable {
     ///   - deadline: the longest a caller waits for its answer.
     ///   - limits: the per-user bounds.
     ///   - batchSizes: told the size of every batch run (for metrics).
-    init(registry: DeviceRegistry, lanes: Int, maximumBatch: Int = 32, deadline: Duration,
+    init(registry: DeviceDirectory, lanes: Int, maximumBatch: Int = 32, deadline: Duration,
          limits: RegistrationLimits = RegistrationLimits(), logger: Logger, batchSizes: (@Sendable (Int) -> Void)? = nil) {
         precondition(lanes > 0 && maximumBatch > 0 && deadline > .zero)
         self.registry = registry
@@ -91,7 +92,7 @@ final class RegistrationBatcher: Service, Sendable {
         state.withLock { !$0.closed }
     }
 
-    /// Registers one device, as `DeviceRegistry.register` does. Past the deadline, or when the
+    /// Registers one device, as `DeviceDirectory.register` does. Past the deadline, or when the
     /// caller's task is cancelled, the caller is answered at once (`DatabaseUnavailable`,
     /// `CancellationError`); if its batch already runs, the registration may still be committed
     /// (registering is idempotent, the client retries). Over the user's rate, refused at once

@@ -1,4 +1,5 @@
 import DeviceRegistry
+import ServiceSupport
 
 /// push-api's bounds per user (per app): what one signed-in client can make the service store.
 public struct RegistrationLimits: Sendable, Equatable {
@@ -12,7 +13,7 @@ public struct RegistrationLimits: Sendable, Equatable {
     /// instead of a thousand a second.
     public var registrationsPerUserPerMinute: Int
 
-    public init(maximumActiveDevicesPerUser: Int = DeviceRegistry.defaultMaximumActiveDevices,
+    public init(maximumActiveDevicesPerUser: Int = DeviceDirectory.defaultMaximumActiveDevices,
                 registrationsPerUserPerMinute: Int = 10) {
         self.maximumActiveDevicesPerUser = maximumActiveDevicesPerUser
         self.registrationsPerUserPerMinute = registrationsPerUserPerMinute

@@ -1,6 +1,8 @@
 import DeviceRegistry
 import Foundation
 import Logging
+import FCMTransport
+import ServiceSupport
 
 /// push-worker's settings (see the configuration table in docs/operating.md).
 public struct DispatchConfiguration: Sendable {
@@ -74,5 +76,13 @@ public struct DispatchConfiguration: Sendable {
         if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) { configuration.fcmRequestTimeout = .seconds(timeout) }
         if let level = try settings.logLevel() { configuration.logLevel = level }
         return configuration
+    }
+}
+
+extension FCMEndpoint {
+    /// FCM_BASE_URL's endpoint, or the configuration error that names it.
+    static func parse(_ url: String) throws(ConfigurationError) -> FCMEndpoint {
+        guard let endpoint = FCMEndpoint(url) else { throw .invalid("FCM_BASE_URL", "'\(url)' is not an https URL") }
+        return endpoint
     }
 }

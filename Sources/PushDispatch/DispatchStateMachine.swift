@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Foundation
 import Logging
+import WireFormats
 
 /// The send loop's decisions, apart from its I/O: when to claim and how much, what of a claim
 /// to send, hold back or settle unsent, what each answer means, what to write, which apps to

@@ -3,6 +3,8 @@ import Foundation
 import NIOCore
 import NIOFoundationCompat
 import Synchronization
+import FCMTransport
+import WireFormats
 
 /// `projects.messages.send`: one message per request, a batch of requests at a time, each
 /// batch multiplexed over one HTTP/2 connection (FCMConnectionPool), each request with a deadline.

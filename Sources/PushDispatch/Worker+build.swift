@@ -6,6 +6,8 @@ import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
 import UnixSignals
+import FCMTransport
+import ServiceSupport
 
 /// Runs push-worker as one ServiceGroup: the PostgreSQL client, the token endpoint's HTTP
 /// client, the FCM connections, the optional operations server and the dispatcher. The group

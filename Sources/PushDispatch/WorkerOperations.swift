@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
+import ServiceSupport
 
 /// `/metrics`, `/healthz`, `/readyz` on METRICS_HOST:METRICS_PORT.
 public func buildWorkerOperations(host: String, port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service {

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PushAPI
+import ServiceSupport
 
 @main
 struct PushAPICommand: AsyncParsableCommand {

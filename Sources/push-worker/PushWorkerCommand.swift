@@ -3,6 +3,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PushDispatch
+import ServiceSupport
 
 @main
 struct PushWorkerCommand: AsyncParsableCommand {

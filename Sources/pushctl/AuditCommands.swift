@@ -1,6 +1,7 @@
 import ArgumentParser
 import DeviceRegistry
 import Foundation
+import WireFormats
 
 enum OutputFormat: String, ExpressibleByArgument, CaseIterable {
     case table, json, csv
@@ -108,7 +109,7 @@ struct Devices: AsyncParsableCommand {
                 guard let found = try await AppDirectory(client: client, logger: logger).app(code: app) else {
                     throw CLIError("no app with code '\(app)' (see pushctl app list)")
                 }
-                return try await DeviceRegistry(client: client).devices(appID: found.id, userID: user, limit: limit, logger: logger)
+                return try await DeviceDirectory(client: client).devices(appID: found.id, userID: user, limit: limit, logger: logger)
             }
             guard !devices.isEmpty else {
                 print(user.map { "user \($0) has no devices in \(app)" } ?? "\(app) has no devices")

@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Logging
 import PostgresNIO
+import ServiceSupport
 
 /// Runs `body` with a connected client: the client's run loop lives in a child task for exactly
 /// as long as the command needs it. An unreachable database is reported in one line.

@@ -2,6 +2,8 @@ import ArgumentParser
 import DeviceRegistry
 import Foundation
 import Logging
+import ServiceSupport
+import WireFormats
 
 @main
 struct PushCTL: AsyncParsableCommand {

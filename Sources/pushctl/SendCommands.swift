@@ -1,6 +1,7 @@
 import ArgumentParser
 import DeviceRegistry
 import Foundation
+import WireFormats
 
 /// The message and scheduling options `send` and `campaign` share.
 struct MessageOptions: ParsableArguments {

@@ -10,6 +10,7 @@ import Prometheus
 import Testing
 import TestSupport
 import Yams
+import ServiceSupport
 
 /// docs/contract.md is the external contract: each of its tables is compared, both ways, with
 /// what the code has, so that a name it gives exists and a name the code has is given.
@@ -104,7 +105,7 @@ import Yams
         let client = try unconnectedClient(logger: logger)
         let router = try buildRouter(
             client: client,
-            registrations: RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, deadline: .seconds(1), logger: logger),
+            registrations: RegistrationBatcher(registry: DeviceDirectory(client: client), lanes: 1, deadline: .seconds(1), logger: logger),
             metrics: RequestMetrics(registry: PrometheusCollectorRegistry()),
             verifier: try await UserTokenVerifier(.init(hmacSecret: String(repeating: "k", count: 32))),
             adminToken: "contract-docs-admin-token", deadline: DatabaseDeadline(limit: .seconds(1)), logger: logger)

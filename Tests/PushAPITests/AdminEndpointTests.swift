@@ -6,6 +6,8 @@ import PostgresNIO
 import PushAPI
 import Testing
 import TestSupport
+import ServiceSupport
+import WireFormats
 
 extension APIFixture {
     /// push-api with the admin endpoints on.

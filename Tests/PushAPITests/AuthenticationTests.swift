@@ -7,6 +7,7 @@ import DeviceRegistry
 import PushAPI
 import Testing
 import TestSupport
+import ServiceSupport
 
 @Suite("Access tokens")
 struct AuthenticationTests {

@@ -9,6 +9,7 @@ import TestSupport
 
 #if canImport(Glibc)
 import Glibc
+import ServiceSupport
 #endif
 
 /// Issue 30: idle and slow clients cannot hold push-api's connections or its file descriptors.

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import PushAPI
 import Testing
 import TestSupport
+import ServiceSupport
 
 /// Issue 30's bounds, through the public surface: one user's deviceId never reaches another
 /// user's rows, a cap on active devices, a registration rate, and pages of devices.

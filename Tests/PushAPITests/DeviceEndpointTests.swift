@@ -4,6 +4,7 @@ import HummingbirdTesting
 import PushAPI
 import Testing
 import TestSupport
+import WireFormats
 
 @Suite("Device endpoints")
 struct DeviceEndpointTests {

@@ -2,6 +2,7 @@
 import Foundation
 @testable import PushAPI
 import Testing
+import WireFormats
 
 @Suite("Device responses written by hand")
 struct JSONWriterTests {
@@ -62,8 +63,8 @@ struct JSONWriterTests {
             #expect(String(buffer: DeviceController.body(device)) == expected)
         }
         let expectedList = String(decoding: try encoder.encode(EncodedList(devices: devices.map(EncodedDevice.init), nextCursor: "3")), as: UTF8.self)
-        #expect(String(buffer: DeviceController.body(DeviceRegistry.Page(devices: devices, nextCursor: 3))) == expectedList)
-        #expect(String(buffer: DeviceController.body(DeviceRegistry.Page(devices: [], nextCursor: nil))) == #"{"devices":[],"nextCursor":null}"#)
+        #expect(String(buffer: DeviceController.body(DeviceDirectory.Page(devices: devices, nextCursor: 3))) == expectedList)
+        #expect(String(buffer: DeviceController.body(DeviceDirectory.Page(devices: [], nextCursor: nil))) == #"{"devices":[],"nextCursor":null}"#)
     }
 
     @Test func datesAreUTCWithTheStoredMilliseconds() {

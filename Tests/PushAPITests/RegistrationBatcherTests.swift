@@ -6,6 +6,7 @@ import ServiceLifecycle
 import Synchronization
 import Testing
 import TestSupport
+import ServiceSupport
 
 /// The batcher against PostgreSQL. Each test holds its single lane on a registration that waits
 /// for a token lock the test holds, so what queues behind it, and therefore each batch, is known.
@@ -13,7 +14,7 @@ import TestSupport
 struct RegistrationBatcherTests {
     @Test func whatQueuesWhileTheLaneIsBusyIsRegisteredInOneStatement() async throws {
         try await withBlockedLane { lane in
-            let answers = try await withThrowingTaskGroup(of: DeviceRegistry.Registered.self) { group in
+            let answers = try await withThrowingTaskGroup(of: DeviceDirectory.Registered.self) { group in
                 for user in Int64(1)...3 {
                     group.addTask { try await lane.register("tok-\(user)", user: user) }
                 }
@@ -155,7 +156,7 @@ private struct BlockedLane: Sendable {
     let sizes: BatchSizes
     let unlock: AsyncStream<Void>.Continuation
 
-    func register(_ token: String, user: Int64, app: Int64? = nil) async throws -> DeviceRegistry.Registered {
+    func register(_ token: String, user: Int64, app: Int64? = nil) async throws -> DeviceDirectory.Registered {
         try await batcher.register(try DeviceRegistration(token: token, platform: "ios", deviceID: nil, tokenType: nil),
                                    userID: user, appID: app ?? self.app, logger: apiLogger)
     }
@@ -211,7 +212,7 @@ private func withBlockedLane(runsAsService: Bool = true, deadline: Duration = .s
     try await TestPostgres.shared.makeDatabase().withClient { client in
         let app = try await AppDirectory(client: client, logger: apiLogger).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
         let sizes = BatchSizes()
-        let batcher = RegistrationBatcher(registry: DeviceRegistry(client: client), lanes: 1, deadline: deadline, limits: limits,
+        let batcher = RegistrationBatcher(registry: DeviceDirectory(client: client), lanes: 1, deadline: deadline, limits: limits,
                                           logger: apiLogger, batchSizes: { sizes.append($0) })
         let (unlocked, unlock) = AsyncStream<Void>.makeStream()
         let lane = BlockedLane(client: client, batcher: batcher, app: app, sizes: sizes, unlock: unlock)

@@ -158,7 +158,7 @@ struct AuditCommandTests {
         try await database.seed { seed in
             let wowa = try await seed.app("wowa")
             let id = try await seed.device(app: wowa, user: 1, token: retired, platform: "android")
-            _ = try await DeviceRegistry(client: seed.client).deactivate(deviceID: id, userID: 1, appID: wowa, logger: Logger(label: "t"))
+            _ = try await DeviceDirectory(client: seed.client).deactivate(deviceID: id, userID: 1, appID: wowa, logger: Logger(label: "t"))
         }
         func rows(_ arguments: [String]) async throws -> [[String]] {
             let result = try await run(["devices"] + arguments, env)

@@ -2,6 +2,7 @@ import DeviceRegistry
 import Foundation
 import Testing
 import TestSupport
+import WireFormats
 
 /// What `pushctl jobs` and `pushctl job ID` show of a job, against a real database.
 @Suite("pushctl jobs and job: what a job shows")

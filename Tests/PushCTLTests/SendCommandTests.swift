@@ -15,7 +15,7 @@ struct SendCommandTests {
         try await database.withClient { client in
             let app = try await AppDirectory(client: client, logger: Logger(label: "t")).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
             for user in 1...3 {
-                _ = try await DeviceRegistry(client: client).register(
+                _ = try await DeviceDirectory(client: client).register(
                     DeviceRegistration(token: "tok-\(user)", platform: user == 3 ? "ios" : "android", deviceID: nil, tokenType: nil),
                     userID: Int64(user), appID: app, logger: Logger(label: "t"))
             }

@@ -12,7 +12,7 @@ struct DispatchTests {
         try await WorkerFixture.with { fixture in
             let ids = try await fixture.register(["tok-alice-phone", "tok-alice-tablet", "tok-bob", "tok-carol-old"], users: [1, 1, 2, 3])
             // Carol logged out: her device must receive nothing.
-            _ = try await fixture.sql { try await DeviceRegistry(client: $0).deactivate(deviceID: ids["tok-carol-old"]!, userID: 3, appID: fixture.appID, logger: workerLogger) }
+            _ = try await fixture.sql { try await DeviceDirectory(client: $0).deactivate(deviceID: ids["tok-carol-old"]!, userID: 3, appID: fixture.appID, logger: workerLogger) }
             let job = try await fixture.enqueue(users: [1, 2, 3])
             let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
             #expect(status_job == "completed")
@@ -220,13 +220,13 @@ struct DispatchTests {
                                  privateKeyPEM: rogue.privateKeyPEM, privateKeyID: nil)
             }
             let registered = try await fixture.sql { client in
-                try await DeviceRegistry(client: client).register(
+                try await DeviceDirectory(client: client).register(
                     DeviceRegistration(token: "tok-rogue-\(0)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp, logger: workerLogger)
             }
             #expect(registered.created)
             for i in 1...5 {
                 _ = try await fixture.sql { client in
-                    try await DeviceRegistry(client: client).register(
+                    try await DeviceDirectory(client: client).register(
                         DeviceRegistration(token: "tok-rogue-\(i)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp, logger: workerLogger)
                 }
             }

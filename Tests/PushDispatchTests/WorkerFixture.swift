@@ -83,7 +83,7 @@ struct WorkerFixture: Sendable {
     func register(_ tokens: [String], users: [Int64]? = nil, platform: String = "android") async throws -> [String: Int64] {
         let appID = self.appID
         return try await sql { client in
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             var ids: [String: Int64] = [:]
             for (index, token) in tokens.enumerated() {
                 let user = users?[index] ?? Int64(index + 1)

@@ -2,6 +2,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
+import WireFormats
 
 /// Writes rows the way the service does, for tests of what operators read: apps, devices
 /// (through the registry's rules), jobs (through `push_enqueue`), and deliveries as the worker
@@ -22,7 +23,7 @@ public struct Seed: Sendable {
     }
 
     public func device(app: Int64, user: Int64, token: String, platform: String = "ios") async throws -> Int64 {
-        try await DeviceRegistry(client: client).register(
+        try await DeviceDirectory(client: client).register(
             DeviceRegistration(token: token, platform: platform, deviceID: nil, tokenType: nil),
             userID: user, appID: app, logger: Self.logger).device.id
     }

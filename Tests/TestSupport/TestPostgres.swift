@@ -5,6 +5,7 @@ import PostgresNIO
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import ServiceSupport
 #endif
 
 /// The PostgreSQL the tests run against: `TEST_DATABASE_URL` when given, otherwise a throwaway

@@ -2,6 +2,7 @@ import Crypto
 import DeviceRegistry
 import Foundation
 import JWTKit
+import WireFormats
 
 /// The caller of the device endpoints, from a verified access token.
 public struct AppUser: Sendable, Equatable {

@@ -2,6 +2,7 @@ import DeviceRegistry
 import HummingbirdCore
 import Logging
 import NIOCore
+import ServiceSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,8 @@ import DeviceRegistry
 import Foundation
 import Hummingbird
 import Logging
+import ServiceSupport
+import WireFormats
 
 /// The service/admin endpoints, behind `AdminAuthenticator`: queueing notifications, job
 /// progress and cancellation, and the delivery audit log. They read and write the same rows

@@ -2,10 +2,12 @@ import DeviceRegistry
 import Foundation
 import Hummingbird
 import Logging
+import ServiceSupport
+import WireFormats
 
 /// `POST /push/devices`, `DELETE /push/devices/{id}`, `GET /push/devices`.
 struct DeviceController {
-    let registry: DeviceRegistry
+    let registry: DeviceDirectory
     let registrations: RegistrationBatcher
     let deadline: DatabaseDeadline
 
@@ -53,7 +55,7 @@ struct DeviceController {
     }
 
     /// `{"devices": [...], "nextCursor": "123" | null}`: the list as before, plus the cursor.
-    static func body(_ page: DeviceRegistry.Page) -> ByteBuffer {
+    static func body(_ page: DeviceDirectory.Page) -> ByteBuffer {
         var json = JSONWriter(capacity: 128 + 768 * page.devices.count)
         json.object { json in
             json.name("devices")

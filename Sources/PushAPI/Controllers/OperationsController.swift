@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
+import ServiceSupport
 
 /// `/healthz` (the process answers), `/readyz` (the database answers), `/metrics`, `/openapi.yaml`.
 struct OperationsController {

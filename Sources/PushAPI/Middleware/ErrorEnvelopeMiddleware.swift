@@ -2,6 +2,7 @@ import DeviceRegistry
 import Hummingbird
 import Logging
 import PostgresNIO
+import ServiceSupport
 
 /// Turns every error into the envelope, so no client ever sees Hummingbird's plain-text
 /// errors or a stack of internals. Database connection failures become 503.

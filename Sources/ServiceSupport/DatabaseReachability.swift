@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import Logging
 import NIOCore

@@ -1,6 +1,6 @@
-import DeviceRegistry
 import Foundation
 import Testing
+@testable import WireFormats
 
 @Suite("The strict JSON reader: registration bodies, access tokens, pushctl options")
 struct JSONParserTests {

@@ -5,22 +5,34 @@ import NIOTLS
 import Synchronization
 
 /// One FCM request: its path and JSON body (the batch carries the headers they share).
-struct FCMRequest: Sendable {
-    let path: String
-    let body: ByteBuffer
+public struct FCMRequest: Sendable {
+    public let path: String
+    public let body: ByteBuffer
+
+    public init(path: String, body: ByteBuffer) {
+        self.path = path
+        self.body = body
+    }
 }
 
 /// FCM's raw answer to one request, and how long it took from write to the stream's end.
-struct FCMResponse: Sendable {
-    var status: Int
-    var body: ByteBuffer
-    var retryAfter: String?
-    var elapsed: Duration
+public struct FCMResponse: Sendable {
+    public var status: Int
+    public var body: ByteBuffer
+    public var retryAfter: String?
+    public var elapsed: Duration
+
+    public init(status: Int, body: ByteBuffer, retryAfter: String? = nil, elapsed: Duration) {
+        self.status = status
+        self.body = body
+        self.retryAfter = retryAfter
+        self.elapsed = elapsed
+    }
 }
 
 /// Why a request got no answer. Every case is transient by the protocol's rules; they differ in
 /// whether FCM may have acted on the request (`reachedServer`).
-enum FCMTransportError: Error, Sendable, CustomStringConvertible {
+public enum FCMTransportError: Error, Sendable, CustomStringConvertible {
     case connectFailed(String)
     /// TLS chose another protocol than `h2` (ALPN): FCM HTTP v1 here is spoken over HTTP/2 only.
     case notHTTP2(negotiated: String?)
@@ -41,7 +53,7 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
 
     /// False when FCM cannot have acted on the request (it was never written, or the server
     /// said it did not process it): sending it again cannot duplicate a notification.
-    var reachedServer: Bool {
+    public var reachedServer: Bool {
         switch self {
         case .connectFailed, .notHTTP2, .notWritten, .refused, .queuedTooLong: false
         case .connectionClosed, .streamReset, .timedOut, .responseTooLarge, .malformedResponse: true
@@ -50,7 +62,7 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
 
     /// The server could not be reached at all: no connection, or one lost before anything was
     /// written on it. What the send loop's circuit breaker counts.
-    var isUnreachable: Bool {
+    public var isUnreachable: Bool {
         switch self {
         case .connectFailed, .notHTTP2, .notWritten: true
         default: false
@@ -62,7 +74,7 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
         code == .refusedStream ? .refused : .streamReset(code)
     }
 
-    var description: String {
+    public var description: String {
         switch self {
         case .connectFailed(let reason): "connect: \(reason)"
         case .notHTTP2(let negotiated): "the server does not speak HTTP/2 over TLS (ALPN chose \(negotiated ?? "nothing"))"
@@ -78,12 +90,12 @@ enum FCMTransportError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-typealias FCMExchangeResult = Result<FCMResponse, FCMTransportError>
+public typealias FCMExchangeResult = Result<FCMResponse, FCMTransportError>
 
 extension FCMExchangeResult {
     /// The server refused this request before handling it, or it was never written to a
     /// connection that then went away: it may be sent again at once, safely.
-    var wasRefused: Bool {
+    public var wasRefused: Bool {
         switch self {
         case .failure(.refused), .failure(.notWritten): true
         default: false

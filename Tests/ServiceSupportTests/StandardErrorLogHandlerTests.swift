@@ -1,5 +1,5 @@
-import DeviceRegistry
 import Testing
+@testable import ServiceSupport
 
 /// Every value written to the log is one value on one line, whoever chose its text.
 @Suite("Log lines hold no attacker-made lines or fields")

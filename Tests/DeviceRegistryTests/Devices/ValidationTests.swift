@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Foundation
 import Testing
+import ServiceSupport
 
 @Suite("Registration input rules")
 struct ValidationTests {

@@ -5,7 +5,8 @@ import NIOHTTP2
 import NIOTLS
 import Testing
 
-@testable import PushDispatch
+@testable import FCMTransport
+
 
 /// The frame-level half of the FCM client, driven frame by frame: what it writes for a batch,
 /// how it matches answers, resets, GOAWAY, timeouts and closes to requests, and the

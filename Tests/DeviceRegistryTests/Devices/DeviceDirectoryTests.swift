@@ -4,12 +4,12 @@ import PostgresNIO
 import Testing
 import TestSupport
 
-@Suite("DeviceRegistry rules against PostgreSQL")
-struct DeviceRegistryTests {
+@Suite("DeviceDirectory rules against PostgreSQL")
+struct DeviceDirectoryTests {
     @Test func registerCreatesThenRefreshesTheSameRow() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let first = try await registry.register(registration("tok-1", deviceID: "phone-1"), userID: 7, appID: app, logger: testLogger)
             #expect(first.created)
             #expect(first.device.isActive)
@@ -29,7 +29,7 @@ struct DeviceRegistryTests {
     @Test func sameRequestTwiceGivesTheSameAnswer() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let a = try await registry.register(registration("tok-twice"), userID: 1, appID: app, logger: testLogger)
             let b = try await registry.register(registration("tok-twice"), userID: 1, appID: app, logger: testLogger)
             #expect(a.device.id == b.device.id && a.device.token == b.device.token && a.device.isActive == b.device.isActive)
@@ -40,7 +40,7 @@ struct DeviceRegistryTests {
     @Test func anotherUsersActiveTokenIsDeactivatedAsAccountSwitch() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             _ = try await registry.register(registration("shared-tok"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("shared-tok"), userID: 2, appID: app, logger: testLogger)
             let state = try await rows(client, token: "shared-tok")
@@ -57,7 +57,7 @@ struct DeviceRegistryTests {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let wowa = try await addApp(client, code: "wowa")
             let other = try await addApp(client, code: "other")
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             _ = try await registry.register(registration("tok-x"), userID: 1, appID: wowa, logger: testLogger)
             _ = try await registry.register(registration("tok-x"), userID: 2, appID: other, logger: testLogger)
             #expect(try await count(client, "SELECT count(*)::int FROM push_devices WHERE is_active") == 2)
@@ -67,7 +67,7 @@ struct DeviceRegistryTests {
     @Test func newTokenOnTheSameDeviceReplacesTheOldOne() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             _ = try await registry.register(registration("old-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("other-phone-tok", deviceID: "tablet"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("new-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
@@ -83,7 +83,7 @@ struct DeviceRegistryTests {
     @Test func anotherAccountRegisteringTheSameTokenSwitchesAccounts() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             _ = try await registry.register(registration("phone-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("alice-tablet-tok", deviceID: "tablet"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("phone-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
@@ -100,10 +100,10 @@ struct DeviceRegistryTests {
     @Test func anotherUsersDeviceIDNeverTouchesTheOwnersRows() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let alice = try await registry.register(registration("alice-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
             let bob = try await registry.register(registration("bob-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
-            let batch: [DeviceRegistry.Registration] = [
+            let batch: [DeviceDirectory.Registration] = [
                 .init(try registration("bob-tok-2", deviceID: "phone"), userID: 2, appID: app),
                 .init(try registration("mallory-tok", deviceID: "phone"), userID: 3, appID: app),
             ]
@@ -122,7 +122,7 @@ struct DeviceRegistryTests {
     @Test func deactivateIsOwnerOnlySoftAndIdempotent() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let device = try await registry.register(registration("tok-logout"), userID: 1, appID: app, logger: testLogger).device
 
             #expect(try await registry.deactivate(deviceID: device.id, userID: 2, appID: app, logger: testLogger) == false)
@@ -147,7 +147,7 @@ struct DeviceRegistryTests {
     @Test func aLogoutWinsOverTheRefreshItRaced() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let old = try await registry.register(registration("tok-before-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger).device
             _ = try await registry.register(registration("tok-after-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("tok-tablet", deviceID: "tablet-1"), userID: 1, appID: app, logger: testLogger)
@@ -163,7 +163,7 @@ struct DeviceRegistryTests {
     @Test func registeringAgainAfterLogoutReactivatesTheRow() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let first = try await registry.register(registration("tok-back"), userID: 1, appID: app, logger: testLogger).device
             _ = try await registry.deactivate(deviceID: first.id, userID: 1, appID: app, logger: testLogger)
             let again = try await registry.register(registration("tok-back"), userID: 1, appID: app, logger: testLogger)
@@ -194,7 +194,7 @@ struct DeviceRegistryTests {
     @Test func theLeastRecentlyRegisteredDeviceGoesBeyondTheCap() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             func register(_ token: String, user: Int64 = 1) async throws {
                 _ = try await registry.register(registration(token), userID: user, appID: app,
                                                 maximumActiveDevices: 3, logger: testLogger)
@@ -218,7 +218,7 @@ struct DeviceRegistryTests {
     @Test func aRefreshOnTheSameDeviceNeverCostsAnotherDevice() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             for (token, device) in [("phone-old", "phone"), ("tablet", "tablet")] {
                 _ = try await registry.register(registration(token, deviceID: device), userID: 1, appID: app,
                                                 maximumActiveDevices: 2, logger: testLogger)
@@ -235,7 +235,7 @@ struct DeviceRegistryTests {
     @Test func aUserOverTheCapIsTrimmedByTheirNextRegistration() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             for index in 1...6 {
                 _ = try await registry.register(registration("tok-\(index)"), userID: 1, appID: app, maximumActiveDevices: 10, logger: testLogger)
             }
@@ -249,9 +249,9 @@ struct DeviceRegistryTests {
     @Test func aBatchKeepsTheCapInArrivalOrder() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             _ = try await registry.register(registration("tok-before"), userID: 1, appID: app, logger: testLogger)
-            let batch: [DeviceRegistry.Registration] = try ["tok-a", "tok-b", "tok-before", "tok-c", "tok-d"].map {
+            let batch: [DeviceDirectory.Registration] = try ["tok-a", "tok-b", "tok-before", "tok-c", "tok-d"].map {
                 .init(try registration($0), userID: 1, appID: app)
             }
             let answers = try await registry.register(batch: batch, maximumActiveDevices: 3, logger: testLogger)
@@ -265,7 +265,7 @@ struct DeviceRegistryTests {
     @Test func aCapBelowOneIsRefusedAndChangesNothing() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             _ = try await registry.register(registration("tok-kept"), userID: 1, appID: app, logger: testLogger)
             for cap in [0, -1] {
                 await #expect {
@@ -288,7 +288,7 @@ struct DeviceRegistryTests {
                 "SELECT pg_get_function_arguments('push_register_device'::regproc)").decode(String.self) {
                 arguments = text
             }
-            #expect(arguments.hasSuffix("p_max_active_devices integer DEFAULT \(DeviceRegistry.defaultMaximumActiveDevices)"), "\(arguments)")
+            #expect(arguments.hasSuffix("p_max_active_devices integer DEFAULT \(DeviceDirectory.defaultMaximumActiveDevices)"), "\(arguments)")
         }
     }
 
@@ -297,7 +297,7 @@ struct DeviceRegistryTests {
     @Test func pagesListEveryDeviceOnceNewestFirst() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             var ids: [Int64] = []
             for index in 1...5 {
                 ids.append(try await registry.register(registration("tok-\(index)"), userID: 1, appID: app, logger: testLogger).device.id)
@@ -325,7 +325,7 @@ struct DeviceRegistryTests {
     @Test func unknownAppIsRefusedByTheForeignKey() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             await #expect(throws: PSQLError.self) {
-                _ = try await DeviceRegistry(client: client).register(registration("tok"), userID: 1, appID: 4242, logger: testLogger)
+                _ = try await DeviceDirectory(client: client).register(registration("tok"), userID: 1, appID: 4242, logger: testLogger)
             }
             let rows = try await count(client, "SELECT count(*)::int FROM push_devices")
             #expect(rows == 0)
@@ -340,7 +340,7 @@ struct ConcurrencyTests {
     @Test func racingAccountsLeaveExactlyOneActiveOwner() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             for round in 0..<5 {
                 let token = "race-\(round)"
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -362,7 +362,7 @@ struct ConcurrencyTests {
     @Test func rapidLoginLogoutNeverFailsNorDuplicates() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let id = try await registry.register(registration("flip"), userID: 1, appID: app, logger: testLogger).device.id
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<100 {
@@ -386,7 +386,7 @@ struct ConcurrencyTests {
     @Test func crossedTokensAndDevicesNeverSurfaceAnError() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<200 {
                     group.addTask {
@@ -408,9 +408,9 @@ struct ConcurrencyTests {
     @Test func aBatchRegistersInOrderAsSingleCallsWould() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
+            let registry = DeviceDirectory(client: client)
             let existing = try await registry.register(registration("tok-old", deviceID: "phone-9"), userID: 9, appID: app, logger: testLogger)
-            let batch: [DeviceRegistry.Registration] = [
+            let batch: [DeviceDirectory.Registration] = [
                 .init(try registration("tok-a", deviceID: "phone-1"), userID: 1, appID: app),
                 .init(try registration("tok-old", platform: "android", deviceID: "phone-9"), userID: 9, appID: app),
                 .init(try registration("tok-b", platform: "web", tokenType: "fid"), userID: 2, appID: app),
@@ -439,8 +439,8 @@ struct ConcurrencyTests {
     @Test func aBatchFailsAsAWhole() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            let registry = DeviceRegistry(client: client)
-            let batch: [DeviceRegistry.Registration] = [
+            let registry = DeviceDirectory(client: client)
+            let batch: [DeviceDirectory.Registration] = [
                 .init(try registration("tok-ok"), userID: 1, appID: app),
                 .init(try registration("tok-no-app"), userID: 1, appID: app + 1000),
             ]

@@ -2,7 +2,8 @@ import NIOCore
 import NIOEmbedded
 import Testing
 
-@testable import PushDispatch
+@testable import FCMTransport
+
 
 /// What reaches the TLS handler: one buffer per flush, in the order written, every write's
 /// promise kept.

@@ -9,7 +9,7 @@ import TestSupport
 /// keeps it true.
 @Suite("The current SQL functions, in one file")
 struct CurrentFunctionsTests {
-    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("docs/schema/functions.sql")
 
     static let header = """

@@ -1,4 +1,3 @@
-import DeviceRegistry
 import Foundation
 import NIOCore
 import NIOHTTP2
@@ -7,25 +6,19 @@ import NIOSSL
 import Synchronization
 
 /// Where FCM is: `FCM_BASE_URL` taken apart for the connection and the `:authority`/`:path` headers.
-struct FCMEndpoint: Sendable, Equatable {
-    let host: String
-    let port: Int
+public struct FCMEndpoint: Sendable, Equatable {
+    public let host: String
+    public let port: Int
     /// The base URL's path without its trailing slash ("" for `https://fcm.googleapis.com`).
-    let pathPrefix: String
+    public let pathPrefix: String
 
-    var authority: String {
+    public var authority: String {
         let name = host.contains(":") ? "[\(host)]" : host
         return port == 443 ? name : "\(name):\(port)"
     }
 
-    /// FCM_BASE_URL's endpoint, or the configuration error that names it.
-    static func parse(_ url: String) throws(ConfigurationError) -> FCMEndpoint {
-        guard let endpoint = FCMEndpoint(url) else { throw .invalid("FCM_BASE_URL", "'\(url)' is not an https URL") }
-        return endpoint
-    }
-
     /// nil unless `url` is an absolute https URL with a host.
-    init?(_ url: String) {
+    public init?(_ url: String) {
         guard let parsed = URLComponents(string: url), parsed.scheme?.lowercased() == "https",
               let host = parsed.host, !host.isEmpty else { return nil }
         self.host = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
@@ -39,7 +32,7 @@ struct FCMEndpoint: Sendable, Equatable {
 /// several when one has too few; the next connection is opened while the open ones are three
 /// quarters busy, before it is needed. A connection that closes or gets GOAWAY is retired; its
 /// place is taken by a new one.
-final class FCMConnectionPool: Sendable {
+public final class FCMConnectionPool: Sendable {
     private struct Connection {
         let id: Int
         let channel: EventLoopFuture<Channel>
@@ -61,13 +54,13 @@ final class FCMConnectionPool: Sendable {
         let range: Range<Int>
     }
 
-    let endpoint: FCMEndpoint
+    public let endpoint: FCMEndpoint
     private let concurrency: Int
     private let tls: NIOSSLContext
     private let group: any EventLoopGroup
     private let connections = Mutex(Connections())
 
-    init(endpoint: FCMEndpoint, concurrency: Int, tlsConfiguration: TLSConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+    public init(endpoint: FCMEndpoint, concurrency: Int, tlsConfiguration: TLSConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         var tlsConfiguration = tlsConfiguration
         tlsConfiguration.applicationProtocols = ["h2"]
         self.tls = try NIOSSLContext(configuration: tlsConfiguration)
@@ -78,7 +71,7 @@ final class FCMConnectionPool: Sendable {
 
     /// Sends `requests`, each connection's share written with one flush; `onAnswer` gets each
     /// result (by index in `requests`) as its stream ends. Returns once every one has been answered.
-    func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration,
+    public func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration,
                  onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
         guard !requests.isEmpty else { return }
         let assignments = lease(requests.count)
@@ -120,7 +113,7 @@ final class FCMConnectionPool: Sendable {
     }
 
     /// Closes every connection; batches in flight fail as transient.
-    func close() async {
+    public func close() async {
         let channels = connections.withLock { connections in
             connections.closed = true
             defer { connections.open = [] }

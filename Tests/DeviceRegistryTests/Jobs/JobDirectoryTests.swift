@@ -3,6 +3,7 @@ import Foundation
 import PostgresNIO
 import Testing
 import TestSupport
+import WireFormats
 
 /// Scheduling priority and expiry (issue 24), over SQL as backend teams call it and through
 /// `JobDirectory` as push-api and pushctl do.

@@ -5,7 +5,7 @@ import PostgresNIO
 /// The device rules, shared by the registration API and the dispatch worker. The upsert and its
 /// side effects live in the SQL function `push_register_device` (its current definition:
 /// sql/011_device_rules_per_user.sql): one round trip, one transaction.
-public struct DeviceRegistry: Sendable {
+public struct DeviceDirectory: Sendable {
     let client: PostgresClient
 
     /// Active devices per (user, app) unless the caller says otherwise; also the SQL function's

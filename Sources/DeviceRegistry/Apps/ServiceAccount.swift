@@ -1,5 +1,6 @@
 import _CryptoExtras
 import Foundation
+import WireFormats
 
 /// The fields of a Google service-account JSON key file that FCM sending needs.
 /// `description` never includes the private key.

@@ -3,6 +3,7 @@ import Foundation
 import PostgresNIO
 import Testing
 import TestSupport
+import WireFormats
 
 @Suite("DeliveryLog: the audit log, newest first, by keyset")
 struct DeliveryLogTests {
