@@ -101,10 +101,10 @@ struct ConnectionLimitTests {
         }
     }
 
-    /// The reproduction: an open-files limit of 128 and 150 idle sockets made every new
-    /// request time out and push-api spin at 100 % CPU. Now the cap sits below the limit:
-    /// descriptors stay under it, the oldest idle connections are closed to make room, requests
-    /// are answered, the CPU is quiet, and the rest are closed at the read timeout.
+    /// An open-files limit of 128 and 150 idle sockets: without a cap below the limit, every new
+    /// request times out and push-api spins at 100 % CPU. With it, descriptors stay under it, the
+    /// oldest idle connections are closed to make room, requests are answered, the CPU is quiet,
+    /// and the rest are closed at the read timeout.
     @Test(.timeLimit(.minutes(2)))
     func descriptorsStayBelowTheOpenFilesLimitWith150IdleSockets() async throws {
         let fixture = try await APIFixture.make()

@@ -45,9 +45,9 @@ struct FCMClientTests {
         try await Self.withClient(concurrency: 64) { fcm, emulator, accessToken in
             emulator.script(tokenPrefix: "gone-", .unregistered)
             // 2,500 answers of ~60 bytes: several times the 64 KiB window the server starts with. The
-            // emulator ends each answer on its DATA frame, as Google's servers do: the client used to
-            // lose the answer whose frame crossed its credit threshold (a WINDOW_UPDATE written
-            // before the frame was taken in delivered the stream's close first).
+            // emulator ends each answer on its DATA frame, as Google's servers do: a client that writes
+            // a WINDOW_UPDATE before taking in the frame that crossed its credit threshold sees the
+            // stream's close first and loses that answer.
             for round in 0..<5 {
                 var batch = Self.sends(500, prefix: "round\(round)")
                 batch[7] = FCMClient.Send(message: batch[7].message, target: "gone-\(round)", type: .fcm)

@@ -137,9 +137,10 @@ APP2_ID=$(sql "SELECT id FROM apps WHERE code = 'bench2'")
 [[ $APP_ID =~ ^[0-9]+$ && $APP2_ID =~ ^[0-9]+$ ]] || die "apps bench and bench2 not found (ids '$APP_ID', '$APP2_ID')"
 log "app ids: bench $APP_ID, bench2 $APP2_ID"
 
-# Today's HEAD has no priority; the version of issue 24 adds push_jobs.priority and a priority
-# parameter to push_enqueue and push_enqueue_campaign (defaults: user-targeted high, campaign
-# bulk). This script never passes one: the defaults are what is measured.
+# push_jobs.priority and the priority parameter of push_enqueue and push_enqueue_campaign
+# (defaults: user-targeted high, campaign bulk) are detected, so that a build from before
+# priorities can be measured as a baseline. This script never passes one: the defaults are what
+# is measured.
 PRIORITY_COLUMN=$(sql "SELECT column_name FROM information_schema.columns WHERE table_name = 'push_jobs' AND column_name = 'priority'")
 PRIORITY_PARAM=$(sql "SELECT count(*) FROM pg_proc WHERE proname IN ('push_enqueue', 'push_enqueue_campaign')
                       AND pg_get_function_arguments(oid) ~ '\mpriority\M'")

@@ -14,7 +14,7 @@ import Darwin
 /// "Connections and proxies"): Hummingbird's idle timeout, ``ConnectionGuard``'s read timeout, and a cap kept below
 /// the process's open-files limit. At that limit accept() fails (EMFILE), and so does everything
 /// else that opens a descriptor, database connections included: with the limit at 128, 150 idle
-/// sockets made every new request time out and push-api spin at 100 % CPU (issue 30).
+/// sockets made every new request time out and push-api spin at 100 % CPU.
 struct ConnectionLimits: Sendable {
     static let defaultMaximumConnections = 4096
     /// Descriptors kept for everything but client connections and the database pool: the

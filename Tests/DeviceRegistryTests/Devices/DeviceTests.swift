@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 /// `push_devices.platform` and `token_type` read as ``Platform`` and ``TokenType``: every value
-/// the schema allows, and nothing else (an unknown platform no longer reads as iOS).
+/// the schema allows, and nothing else (an unknown platform is an error, never read as iOS).
 @Suite struct DeviceTests {
     @Test func thePlatformsAreTheOnesTheSchemaAllows() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
