@@ -15,6 +15,7 @@ let package = Package(
     // of git, since commit ids differ between mirrors).
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", exact: "2.1.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
         .package(url: "https://github.com/vapor/jwt-kit.git", exact: "5.8.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
@@ -90,8 +91,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                // The admin console's templates.
+                .product(name: "Mustache", package: "swift-mustache"),
             ],
-            resources: [.copy("openapi.yaml")]
+            resources: [.copy("openapi.yaml"), .copy("Console/Templates"), .copy("Console/Assets")]
         ),
         // The dispatcher: queue claims, OAuth access tokens, the FCM HTTP v1 client, outcomes.
         .target(
@@ -203,7 +206,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
-            ],
+            ]
         ),
         .testTarget(
             name: "FCMEmulatorTests",

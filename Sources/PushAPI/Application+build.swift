@@ -63,5 +63,11 @@ func buildRouter(client: PostgresClient, registrations: RegistrationBatcher, met
                     deadline: deadline)
         .addRoutes(notifications: router.group("push/notifications").add(middleware: admin),
                    admin: router.group("admin").add(middleware: admin))
+    // The console exists only with an admin token: without one, /console is an unknown path.
+    if let adminToken {
+        ConsoleController(client: client, sessions: ConsoleSessions(adminToken: adminToken), throttle: SignInThrottle(),
+                          pages: try ConsolePages(), deadline: deadline)
+            .addRoutes(to: router.group("console"))
+    }
     return router
 }

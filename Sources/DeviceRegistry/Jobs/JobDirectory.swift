@@ -62,7 +62,7 @@ public struct JobSummary: Sendable, Equatable, Encodable {
 }
 
 /// Who a job is for, as `push_jobs.user_ids` says: named users, or (NULL) the whole app.
-public enum JobKind: String, Sendable, Encodable {
+public enum JobKind: String, Sendable, Encodable, CaseIterable {
     /// To named users' devices (push_enqueue, pushctl send).
     case single
     /// To every active device of the app (push_enqueue_campaign, pushctl campaign).
@@ -86,6 +86,39 @@ public struct EnqueueRejected: Error, CustomStringConvertible, Equatable {
         self.description = description
         self.parameter = parameter
     }
+}
+
+/// Which jobs a listing shows; every field narrows, nil means any.
+public struct JobFilter: Sendable, Equatable {
+    public var appCode: String?
+    public var status: JobStatus?
+    public var kind: JobKind?
+    public var priority: JobPriority?
+
+    public init(appCode: String? = nil, status: JobStatus? = nil, kind: JobKind? = nil, priority: JobPriority? = nil) {
+        self.appCode = appCode
+        self.status = status
+        self.kind = kind
+        self.priority = priority
+    }
+}
+
+/// What a job sends and to whom, as `push_jobs` holds it.
+public struct JobContent: Sendable, Equatable {
+    /// The message as PostgreSQL's jsonb_pretty prints it.
+    public let message: String
+    /// How many users it is for; nil: a campaign.
+    public let userCount: Int?
+    /// A campaign's platforms; nil: all of them.
+    public let platforms: [Platform]?
+    public let idempotencyKey: String?
+}
+
+/// How many of a job's deliveries ended one way (status and FCM's or our error code).
+public struct JobOutcome: Sendable, Equatable {
+    public let status: DeliveryStatus
+    public let errorCode: String?
+    public let count: Int
 }
 
 /// Enqueueing, listing, cancelling jobs, and pruning idle devices: what pushctl (and cron) do.
@@ -162,13 +195,54 @@ public struct JobDirectory: Sendable {
     public static let listLimits: ClosedRange<Int64> = 1...1000
 
     public func list(status: JobStatus?, limit: Int) async throws -> [JobSummary] {
-        try await summaries(client.query(
-            "\(unescaped: Self.select) WHERE (\(status)::text IS NULL OR j.status = \(status))\(unescaped: Self.groupBy) ORDER BY j.id DESC LIMIT \(limit)",
+        try await list(JobFilter(status: status), limit: limit)
+    }
+
+    /// Jobs newest first, by keyset: those below `cursor` (a job id) when given. The filters are
+    /// checked on the primary key's walk down from the cursor.
+    public func list(_ filter: JobFilter, below cursor: Int64? = nil, limit: Int) async throws -> [JobSummary] {
+        let campaign = filter.kind.map { $0 == .campaign }
+        return try await summaries(client.query(
+            """
+            \(unescaped: Self.select)
+             WHERE (\(filter.status)::text IS NULL OR j.status = \(filter.status))
+               AND (\(filter.appCode)::text IS NULL OR a.code = \(filter.appCode))
+               AND (\(campaign)::boolean IS NULL OR (j.user_ids IS NULL) = \(campaign))
+               AND (\(filter.priority)::text IS NULL OR j.priority = \(filter.priority))
+               AND (\(cursor)::bigint IS NULL OR j.id < \(cursor))
+            \(unescaped: Self.groupBy) ORDER BY j.id DESC LIMIT \(limit)
+            """,
             logger: logger))
     }
 
     public func job(_ id: Int64) async throws -> JobSummary? {
         try await summaries(client.query("\(unescaped: Self.select) WHERE j.id = \(id)\(unescaped: Self.groupBy)", logger: logger)).first
+    }
+
+    /// What a job sends and to whom, as stored; nil for an unknown id.
+    public func content(_ id: Int64) async throws -> JobContent? {
+        let rows = try await client.query(
+            "SELECT jsonb_pretty(message), cardinality(user_ids), platforms, idempotency_key FROM push_jobs WHERE id = \(id)",
+            logger: logger)
+        for try await (message, users, platforms, key) in rows.decode((String, Int?, [String]?, String?).self) {
+            return JobContent(message: message, userCount: users, platforms: platforms?.compactMap(Platform.init(rawValue:)),
+                              idempotencyKey: key)
+        }
+        return nil
+    }
+
+    /// A job's deliveries counted by status and error code, the largest group first.
+    public func outcomes(_ id: Int64) async throws -> [JobOutcome] {
+        let rows = try await client.query(
+            """
+            SELECT status, error_code, count(*)::int FROM push_deliveries WHERE job_id = \(id)
+             GROUP BY status, error_code ORDER BY count(*) DESC, status, error_code
+            """, logger: logger)
+        var outcomes: [JobOutcome] = []
+        for try await (status, code, count) in rows.decode((DeliveryStatus, String?, Int).self) {
+            outcomes.append(JobOutcome(status: status, errorCode: code, count: count))
+        }
+        return outcomes
     }
 
     public enum Cancellation: Sendable, Equatable {
