@@ -5,46 +5,28 @@ import NIOCore
 import NIOFoundationCompat
 import WireFormats
 
-/// JSON in and out of the API: dates as ISO 8601 UTC with milliseconds, request bodies limited
-/// by the context's upload size and refused unless they are `application/json`.
+/// JSON in and out of the API, written and read the one way the service does (`WireJSON`,
+/// `JSONParser`): request bodies limited by the context's upload size and refused unless they
+/// are `application/json`.
 enum JSONBody {
     static func encode(_ value: some Encodable) -> ByteBuffer {
-        // Encoding our own response types cannot fail.
-        ByteBuffer(data: try! encoder.encode(value))
+        ByteBuffer(data: WireJSON.encoded(value))
     }
 
     static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-        response(encode(value), status: status)
+        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: encode(value)))
     }
 
-    /// A response whose JSON is already written.
-    static func response(_ json: ByteBuffer, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: json))
-    }
-
-    /// Reads and decodes a JSON request body; every failure is an `APIError`.
-    static func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext,
-                                     limit: Int? = nil) async throws -> T {
+    /// Reads a request body that must be a JSON object with no members but `fields`; every
+    /// failure is an `APIError`.
+    static func object<Field>(from request: Request, context: some RequestContext, fields: Field.Type,
+                              limit: Int? = nil) async throws -> JSONObject<Field> {
         let buffer = try await read(request, context: context, limit: limit)
-        do {
-            return try JSONDecoder().decode(T.self, from: buffer)
-        } catch let error as APIError {
-            throw error
-        } catch let error as DecodingError {
-            throw describe(error)
-        } catch {
-            throw APIError.malformedJSON("the body is not valid JSON")
-        }
-    }
-
-    /// Reads a request body that must be a JSON object with no members but `fields`, for handlers
-    /// that pick its members themselves (the registration: no `Decodable` machinery on the busiest path).
-    static func object<Field>(from request: Request, context: some RequestContext,
-                              fields: Field.Type) async throws -> JSONObject<Field> {
-        let buffer = try await read(request, context: context, limit: nil)
         let value: JSONValue
         do {
             value = try buffer.withUnsafeReadableBytes { bytes throws(JSONSyntaxError) in try JSONParser.parse(bytes) }
+        } catch let error as JSONSyntaxError where error.problem == .tooDeep {
+            throw APIError.validation("the body nests deeper than \(JSONParser.maximumDepth) levels (at byte \(error.offset))")
         } catch {
             throw APIError.malformedJSON("the body is not valid JSON")
         }
@@ -82,49 +64,15 @@ enum JSONBody {
             // A malformed chunked body, or a client gone mid-body: the client's doing, not ours.
             throw APIError(.badRequest, code: "MALFORMED_BODY", "the body could not be read: it was cut short or its chunked encoding is malformed")
         }
-        if let depth = JSONBodyNesting.offsetBeyond(JSONParser.maximumDepth, in: body) {
-            throw APIError.validation("the body nests deeper than \(JSONParser.maximumDepth) levels (at byte \(depth))")
-        }
         return body
     }
-
-    private static func describe(_ error: DecodingError) -> APIError {
-        func field(_ path: [any CodingKey]) -> String {
-            path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
-        }
-        switch error {
-        case .typeMismatch(let type, let context) where !context.codingPath.isEmpty:
-            return .validation("\(field(context.codingPath)) must be \(typeName(type))")
-        case .valueNotFound(let type, let context) where !context.codingPath.isEmpty:
-            return .validation("\(field(context.codingPath)) must be \(typeName(type))")
-        case .typeMismatch, .valueNotFound:
-            return .validation("the body must be a JSON object")
-        case .keyNotFound(let key, _):
-            return .validation("\(key.stringValue) is required")
-        case .dataCorrupted:
-            return .malformedJSON("the body is not valid JSON")
-        @unknown default:
-            return .malformedJSON("the body is not valid JSON")
-        }
-    }
-
-    private static func typeName(_ type: Any.Type) -> String {
-        switch type {
-        case is String.Type, is String?.Type: "a string"
-        case is Bool.Type: "a boolean"
-        case is Int.Type, is Int64.Type: "an integer"
-        case is [Int64].Type, is [String].Type: "an array"
-        default: "of another type"
-        }
-    }
-
-    private static let encoder = WireJSON.makeEncoder()
 }
 
 /// The members a request body may have, one case each, spelt as on the wire.
 protocol BodyField: CaseIterable, RawRepresentable<String> {}
 
-/// A request body's members, read with the same messages `decode` gives for a `Decodable` type.
+/// A request body's members. Each reader answers absent and null alike with nil (or, for a
+/// required member, "is required"), and any other kind of value with a refusal naming the member.
 struct JSONObject<Field: BodyField> {
     let members: [String: JSONValue]
 
@@ -133,39 +81,47 @@ struct JSONObject<Field: BodyField> {
         self.members = members
     }
 
-    /// The member as a string; nil when it is absent or null.
-    func string(_ field: Field) throws(APIError) -> String? {
-        switch members[field.rawValue] {
-        case nil, .null?: return nil
-        case .string(let value)?: return value
-        default: throw APIError.validation("\(field.rawValue) must be a string")
-        }
+    /// The member, whatever its kind; null is a value here.
+    func required(_ field: Field) throws(APIError) -> JSONValue {
+        guard let value = members[field.rawValue] else { throw APIError.validation("\(field.rawValue) is required") }
+        return value
     }
-}
 
-/// How deep a body nests, found in one pass before any decoder reads it.
-enum JSONBodyNesting {
-    /// The offset where `body` opens its `limit + 1`th nested array or object, if it does: one
-    /// pass over the bytes before any decoder sees them, since decoding deep documents costs
-    /// more than linear time (a 3 KB message nested 510 levels took 1.4 s of event-loop CPU).
-    static func offsetBeyond(_ limit: Int, in body: ByteBuffer) -> Int? {
-        body.withUnsafeReadableBytes { bytes -> Int? in
-            var depth = 0, inString = false, escaped = false
-            for (offset, byte) in bytes.enumerated() {
-                if inString {
-                    if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                    continue
-                }
-                switch byte {
-                case UInt8(ascii: "\""): inString = true
-                case UInt8(ascii: "{"), UInt8(ascii: "["):
-                    depth += 1
-                    if depth > limit { return offset }
-                case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-                default: break
-                }
-            }
-            return nil
+    func string(_ field: Field) throws(APIError) -> String? {
+        try read(field, as: "a string") { $0.string }
+    }
+
+    func bool(_ field: Field) throws(APIError) -> Bool? {
+        try read(field, as: "a boolean") { $0.bool }
+    }
+
+    func integer(_ field: Field) throws(APIError) -> Int64? {
+        try read(field, as: "an integer") { $0.integer }
+    }
+
+    func integers(_ field: Field) throws(APIError) -> [Int64]? {
+        try elements(field, as: "an integer") { $0.integer }
+    }
+
+    func strings(_ field: Field) throws(APIError) -> [String]? {
+        try elements(field, as: "a string") { $0.string }
+    }
+
+    private func read<Value>(_ field: Field, as kind: String, _ value: (JSONValue) -> Value?) throws(APIError) -> Value? {
+        guard let member = members[field.rawValue], member != .null else { return nil }
+        guard let read = value(member) else { throw APIError.validation("\(field.rawValue) must be \(kind)") }
+        return read
+    }
+
+    /// An array whose every element is `kind`; a refusal names the element (`userIds.3`).
+    private func elements<Element>(_ field: Field, as kind: String, _ element: (JSONValue) -> Element?) throws(APIError) -> [Element]? {
+        guard let array = try read(field, as: "an array", \.elements) else { return nil }
+        var read: [Element] = []
+        read.reserveCapacity(array.count)
+        for (index, value) in array.enumerated() {
+            guard let value = element(value) else { throw APIError.validation("\(field.rawValue).\(index) must be \(kind)") }
+            read.append(value)
         }
+        return read
     }
 }

@@ -3,7 +3,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 import NIOCore
-import NIOFoundationCompat
+import WireFormats
 
 /// Why no access token could be had.
 public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
@@ -172,20 +172,21 @@ struct GoogleTokenExchange: Sendable {
         } catch {
             throw AccessTokenError.transient("\(error)")
         }
-        let json = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:]
+        let json = body.withUnsafeReadableBytes { try? JSONParser.parse($0) }
         switch status {
         case 200:
-            guard let token = json["access_token"] as? String, !token.isEmpty else {
+            guard let token = json?["access_token"]?.string, !token.isEmpty else {
                 throw AccessTokenError.transient("no access_token in the answer")
             }
             // Trust the number that comes back; it may arrive as a string.
-            let seconds = (json["expires_in"] as? Int) ?? (json["expires_in"] as? String).flatMap(Int.init) ?? 3600
+            let expiresIn = json?["expires_in"]
+            let seconds = expiresIn?.integer ?? expiresIn?.string.flatMap { Int64($0) } ?? 3600
             return Grant(accessToken: token, expiresIn: .seconds(seconds))
         case 408, 429, 500...599:
             throw AccessTokenError.transient("HTTP \(status)", retryAfter: retryAfter)
         default:
-            let error = json["error"] as? String ?? "HTTP \(status)"
-            let description = json["error_description"] as? String
+            let error = json?["error"]?.string ?? "HTTP \(status)"
+            let description = json?["error_description"]?.string
             throw AccessTokenError.refused(description ?? error)
         }
     }

@@ -123,33 +123,26 @@ struct PreparedMessage: Sendable {
     /// The message with the expiry's fields added where it has none of its own; the seconds left
     /// are written as `marker`, replaced at each send. Nil when there is nothing to add.
     private static func withLifetime(_ json: String, expiresAt: Date) -> (json: String, marker: String)? {
-        guard var message = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] else { return nil }
+        guard case .object(var message)? = try? JSONParser.parse(Data(json.utf8)) else { return nil }
         let marker = "@@ttl-\(UUID().uuidString)@@"
         var added = false
-        var android = message["android"] as? [String: Any] ?? [:]
-        if android["ttl"] == nil {
-            android["ttl"] = "\(marker)s"
-            message["android"] = android
+        /// Sets `message[object][name]`, or with `headers` `message[object].headers[name]`, unless
+        /// the message sets it itself (a header in any case: HTTP's names are case-insensitive).
+        func add(_ value: String, as name: String, in object: String, headers: Bool) {
+            var platform = message[object]?.members ?? [:]
+            var fields = headers ? platform["headers"]?.members ?? [:] : platform
+            let present = headers ? fields.keys.contains { $0.lowercased() == name.lowercased() } : fields[name] != nil
+            guard !present else { return }
+            fields[name] = .string(value)
+            if headers { platform["headers"] = .object(fields) } else { platform = fields }
+            message[object] = .object(platform)
             added = true
         }
-        var apns = message["apns"] as? [String: Any] ?? [:]
-        var apnsHeaders = apns["headers"] as? [String: Any] ?? [:]
-        if !apnsHeaders.keys.contains(where: { $0.lowercased() == "apns-expiration" }) {
-            apnsHeaders["apns-expiration"] = "\(Int(expiresAt.timeIntervalSince1970.rounded(.down)))"
-            apns["headers"] = apnsHeaders
-            message["apns"] = apns
-            added = true
-        }
-        var webpush = message["webpush"] as? [String: Any] ?? [:]
-        var webpushHeaders = webpush["headers"] as? [String: Any] ?? [:]
-        if !webpushHeaders.keys.contains(where: { $0.lowercased() == "ttl" }) {
-            webpushHeaders["TTL"] = marker
-            webpush["headers"] = webpushHeaders
-            message["webpush"] = webpush
-            added = true
-        }
-        guard added, let data = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]) else { return nil }
-        return (String(decoding: data, as: UTF8.self), marker)
+        add("\(marker)s", as: "ttl", in: "android", headers: false)
+        add("\(Int(expiresAt.timeIntervalSince1970.rounded(.down)))", as: "apns-expiration", in: "apns", headers: true)
+        add(marker, as: "TTL", in: "webpush", headers: true)
+        guard added else { return nil }
+        return (String(decoding: WireJSON.encoded(JSONValue.object(message)), as: UTF8.self), marker)
     }
 
     /// Whole seconds left until the expiry, at least 0.

@@ -1,7 +1,7 @@
 import DeviceRegistry
 import Foundation
 import NIOCore
-import NIOFoundationCompat
+import WireFormats
 
 /// What one FCM answer means for the delivery, the device and the job (fcm-protocol.md §2).
 public enum SendOutcome: Sendable, Equatable {
@@ -35,14 +35,14 @@ public enum SendOutcome: Sendable, Equatable {
 
     /// Classifies an FCM answer: the `details` entry of type FcmError decides, then the status.
     static func classify(status: Int, body: ByteBuffer, retryAfter: String?) -> SendOutcome {
+        let json = body.withUnsafeReadableBytes { try? JSONParser.parse($0) }
         if (200...299).contains(status) {
-            let name = plainMessageName(body)
-                ?? ((try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any])?["name"] as? String ?? ""
+            let name = json?["name"]?.string ?? ""
             guard !name.isEmpty else { return .sentUnreadable(body: String(String(buffer: body).prefix(200))) }
             // `projects/<project>/messages/<id>`: the id is what the delivery log keeps.
             return .sent(messageID: name.lastIndex(of: "/").map { String(name[name.index(after: $0)...]) } ?? name)
         }
-        let error = GoogleRPCError(Data(buffer: body))
+        let error = GoogleRPCError(json)
         let message = error.message ?? "HTTP \(status)"
         let retry = retryAfter.flatMap(Self.parseRetryAfter)
         switch error.fcmErrorCode {
@@ -86,41 +86,6 @@ public enum SendOutcome: Sendable, Equatable {
         }
     }
 
-    /// The `name` of a success answer shaped exactly `{"name": "…"}` with no quote, backslash or
-    /// control character in the value (any JSON whitespace around the tokens), as FCM answers;
-    /// nil for anything else, which the full JSON parser then reads. Every successful send passes
-    /// here: the parser cost 8% of the worker's CPU.
-    static func plainMessageName(_ body: ByteBuffer) -> String? {
-        body.withUnsafeReadableBytes { bytes -> String? in
-            var index = bytes.startIndex
-            func skipWhitespace() {
-                while index < bytes.endIndex, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
-                    index += 1
-                }
-            }
-            func expect(_ literal: StaticString) -> Bool {
-                skipWhitespace()
-                let count = literal.utf8CodeUnitCount
-                guard bytes.endIndex - index >= count,
-                      memcmp(bytes.baseAddress! + index, literal.utf8Start, count) == 0 else { return false }
-                index += count
-                return true
-            }
-            guard expect("{"), expect(#""name""#), expect(":"), expect(#"""#) else { return nil }
-            let start = index
-            while index < bytes.endIndex, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
-                index += 1
-            }
-            guard index < bytes.endIndex, bytes[index] == UInt8(ascii: "\"") else { return nil }
-            let end = index
-            index += 1
-            guard expect("}") else { return nil }
-            skipWhitespace()
-            guard index == bytes.endIndex else { return nil }
-            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
-        }
-    }
-
     /// `Retry-After` in seconds (FCM's form) or as an HTTP date.
     static func parseRetryAfter(_ value: String) -> Duration? {
         if let seconds = Int(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 { return .seconds(seconds) }
@@ -140,23 +105,18 @@ struct GoogleRPCError {
     var fieldViolations: [String] = []
     var quotaViolations: [String] = []
 
-    init(_ body: Data) {
-        guard let root = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any],
-              let error = root["error"] as? [String: Any] else { return }
-        status = error["status"] as? String
-        message = error["message"] as? String
-        for detail in error["details"] as? [[String: Any]] ?? [] {
-            switch detail["@type"] as? String {
+    init(_ body: JSONValue?) {
+        guard let error = body?["error"] else { return }
+        status = error["status"]?.string
+        message = error["message"]?.string
+        for detail in error["details"]?.elements ?? [] {
+            switch detail["@type"]?.string {
             case "type.googleapis.com/google.firebase.fcm.v1.FcmError":
-                fcmErrorCode = detail["errorCode"] as? String
+                fcmErrorCode = detail["errorCode"]?.string
             case "type.googleapis.com/google.rpc.QuotaFailure":
-                for violation in detail["violations"] as? [[String: Any]] ?? [] {
-                    if let description = violation["description"] as? String { quotaViolations.append(description) }
-                }
+                quotaViolations += (detail["violations"]?.elements ?? []).compactMap { $0["description"]?.string }
             case "type.googleapis.com/google.rpc.BadRequest":
-                for violation in detail["fieldViolations"] as? [[String: Any]] ?? [] {
-                    if let field = violation["field"] as? String { fieldViolations.append(field) }
-                }
+                fieldViolations += (detail["fieldViolations"]?.elements ?? []).compactMap { $0["field"]?.string }
             default:
                 continue
             }

@@ -61,12 +61,12 @@ public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// A strict RFC 8259 reader for the small documents on the registration path (the request body,
-/// a JWT's header and claims; pushctl's JSON options). Foundation's `JSONDecoder` costs about a tenth of a registration's
-/// CPU there, most of it in `Decodable`'s generic machinery, not in reading bytes.
+/// A strict RFC 8259 reader: the one way the service reads JSON (request bodies, JWTs, FCM's
+/// and Google's answers, service-account files, pushctl's options, the emulator's requests).
+/// Strict, because what it accepts is stored as jsonb and sent on to FCM.
 ///
 /// Invalid UTF-8, unescaped control characters, lone surrogates, leading zeros, trailing commas
-/// or content after the value are errors. A repeated member name keeps its last value.
+/// or content after the value are errors. A repeated member name keeps its last value, as jsonb does.
 public struct JSONParser {
     /// Deeper documents are refused, here and for every request body (JSONBody): FCM's messages
     /// nest a handful of levels, and a deep document costs stack and decoding time.
@@ -306,22 +306,5 @@ public struct JSONParser {
         let start = index
         while let byte = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) { index += 1 }
         return index - start
-    }
-}
-
-extension JSONValue {
-    /// The member's value when this is an object, else nil.
-    public subscript(member: String) -> JSONValue? {
-        if case .object(let members) = self { return members[member] }
-        return nil
-    }
-
-    /// The value as a number of seconds (JWT dates are seconds since 1970, maybe fractional).
-    public var seconds: Double? {
-        switch self {
-        case .integer(let value): Double(value)
-        case .number(let value): NSDecimalNumber(decimal: value).doubleValue
-        default: nil
-        }
     }
 }

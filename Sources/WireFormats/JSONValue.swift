@@ -1,9 +1,9 @@
 import Foundation
 
-/// Any JSON value, decoded and re-encoded as it came: an FCM message is passed through to the
-/// database without the API knowing its every field. Numbers stay numbers (as `Decimal`, 38
-/// digits: no rounding through `Double`), booleans booleans.
-public indirect enum JSONValue: Codable, Sendable, Equatable {
+/// Any JSON value, as `JSONParser` reads it and `WireJSON` writes it: an FCM message is passed
+/// through to the database without the API knowing its every field. Numbers stay numbers (as
+/// `Decimal`, 38 digits: no rounding through `Double`), booleans booleans.
+public indirect enum JSONValue: Encodable, Sendable, Equatable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -11,25 +11,6 @@ public indirect enum JSONValue: Codable, Sendable, Equatable {
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Int64.self) {
-            self = .integer(value)
-        } else if let value = try? container.decode(Decimal.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
-    }
 
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
@@ -41,6 +22,55 @@ public indirect enum JSONValue: Codable, Sendable, Equatable {
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
+        }
+    }
+}
+
+/// Reading a parsed document: each accessor is nil when the value is of another kind.
+extension JSONValue {
+    /// The member's value when this is an object, else nil.
+    public subscript(member: String) -> JSONValue? {
+        if case .object(let members) = self { return members[member] }
+        return nil
+    }
+
+    public var members: [String: JSONValue]? {
+        if case .object(let members) = self { return members }
+        return nil
+    }
+
+    public var elements: [JSONValue]? {
+        if case .array(let elements) = self { return elements }
+        return nil
+    }
+
+    public var string: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    public var bool: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// The value when it is a whole number that fits in `Int64`, written as one or not (`1.0`,
+    /// `1e2`), as `JSONDecoder` reads an integer.
+    public var integer: Int64? {
+        switch self {
+        case .integer(let value): value
+        // A whole `Decimal` is written without a point or an exponent: `Int64` reads it exactly.
+        case .number(let value): Int64(value.description)
+        default: nil
+        }
+    }
+
+    /// The value as a number of seconds (JWT dates are seconds since 1970, maybe fractional).
+    public var seconds: Double? {
+        switch self {
+        case .integer(let value): Double(value)
+        case .number(let value): NSDecimalNumber(decimal: value).doubleValue
+        default: nil
         }
     }
 }

@@ -1,15 +1,22 @@
 import Foundation
 
-/// The one JSON shape the service writes, over HTTP and from pushctl: sorted keys, unescaped
-/// slashes, dates as ISO 8601 UTC with milliseconds.
+/// The one way the service writes JSON, over HTTP, to FCM, to the database and from pushctl:
+/// `JSONEncoder` with sorted keys, unescaped slashes, dates as ISO 8601 UTC with milliseconds.
+/// (The worker's per-send FCM body splices a target into a message written here once per job:
+/// the one fast path, measured in docs/internals.md.)
 public enum WireJSON {
-    /// `string` as a JSON string literal, quotes included, escaped as JSON requires.
-    public static func quoted(_ string: String) -> String {
-        // JSONEncoder on a single string is valid JSON and escapes what must be escaped.
-        String(decoding: try! JSONEncoder().encode(string), as: UTF8.self)
+    /// `value` as JSON. Our own values, whose numbers are all finite, always encode.
+    public static func encoded(_ value: some Encodable) -> Data {
+        try! encoder.encode(value)
     }
 
-    public static func makeEncoder() -> JSONEncoder {
+    /// `string` as a JSON string literal, quotes included, escaped as JSON requires.
+    public static func quoted(_ string: String) -> String {
+        String(decoding: encoded(string), as: UTF8.self)
+    }
+
+    /// Shared: every caller writes the same shape.
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .custom { date, encoder in
@@ -17,7 +24,7 @@ public enum WireJSON {
             try container.encode(formatted(date))
         }
         return encoder
-    }
+    }()
 
     /// `2026-11-21T20:59:33.388Z`: UTC, milliseconds truncated. PostgreSQL's times have whole
     /// microseconds, so the date is rounded to the microsecond first: Foundation's formatter

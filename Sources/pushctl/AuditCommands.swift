@@ -42,7 +42,6 @@ struct Deliveries: AsyncParsableCommand {
 struct DeliveryWriter {
     let format: OutputFormat
     private var count = 0
-    private let encoder = WireJSON.makeEncoder()
 
     static let columns = ["ID", "JOB", "USER", "APP", "PLATFORM", "TOKEN", "STATUS", "ATTEMPTS", "UPDATED", "ERROR"]
     /// Fixed widths: a streamed table cannot measure rows it has not read yet.
@@ -69,7 +68,7 @@ struct DeliveryWriter {
                          WireJSON.formatted(record.createdAt)]
             print(cells.map(Self.csvField).joined(separator: ","))
         case .json:
-            print(count == 0 ? "[" : ",", String(decoding: try encoder.encode(record), as: UTF8.self), separator: "")
+            print(count == 0 ? "[" : ",", String(decoding: WireJSON.encoded(record), as: UTF8.self), separator: "")
         }
     }
 

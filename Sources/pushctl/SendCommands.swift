@@ -50,20 +50,20 @@ struct MessageOptions: ParsableArguments {
             }
             return message
         }
-        var object: [String: Any] = [:]
-        var notification: [String: String] = [:]
-        if let title { notification["title"] = title }
-        if let body { notification["body"] = body }
-        if !notification.isEmpty { object["notification"] = notification }
-        var entries: [String: String] = [:]
+        var object: [String: JSONValue] = [:]
+        var notification: [String: JSONValue] = [:]
+        if let title { notification["title"] = .string(title) }
+        if let body { notification["body"] = .string(body) }
+        if !notification.isEmpty { object["notification"] = .object(notification) }
+        var entries: [String: JSONValue] = [:]
         for entry in data {
             let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty else { throw CLIError("--data must be KEY=VALUE, got '\(entry)'") }
-            entries[String(parts[0])] = String(parts[1])
+            entries[String(parts[0])] = .string(String(parts[1]))
         }
-        if !entries.isEmpty { object["data"] = entries }
+        if !entries.isEmpty { object["data"] = .object(entries) }
         guard !object.isEmpty else { throw CLIError("say what to send: --message JSON, or --title/--body/--data") }
-        return String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        return String(decoding: WireJSON.encoded(JSONValue.object(object)), as: UTF8.self)
     }
 
     func sendAt() throws -> Date? {

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import Testing
 import TestSupport
+import WireFormats
 
 @testable import PushAPI
 
@@ -36,7 +37,7 @@ struct HostileInputTests {
         #expect(errors.isEmpty, "\(errors)")
     }
 
-    /// Every body is refused past 32 levels of nesting, before any decoder reads it, with a
+    /// Every body is refused past 32 levels of nesting, where the parser meets the 33rd, with a
     /// clear 400; FCM's messages nest a handful of levels.
     @Test func deeplyNestedBodiesAreRefusedBeforeDecoding() async throws {
         let fixture = try await APIFixture.make()
@@ -67,14 +68,20 @@ struct HostileInputTests {
     }
 
     @Test func nestingIsCountedOutsideStringsOnly() {
-        #expect(Self.nesting(2, #"{"a":[1]}"#) == nil)
-        #expect(Self.nesting(2, #"{"a":[{}]}"#) == 6)
-        #expect(Self.nesting(1, #"{"a":"[[{{\"[["}"#) == nil)
-        #expect(Self.nesting(1, #"{"a\\":[1]}"#) == 7)
+        let levels = { (count: Int) in String(repeating: "[", count: count) + String(repeating: "]", count: count) }
+        #expect(Self.tooDeepAt(levels(32)) == nil)
+        #expect(Self.tooDeepAt(#"{"a\\":"# + levels(32) + "}") == 38)
+        #expect(Self.tooDeepAt(#"{"a":"\""# + String(repeating: "[{", count: 40) + #""}"#) == nil)
     }
 
-    private static func nesting(_ limit: Int, _ text: String) -> Int? {
-        JSONBodyNesting.offsetBeyond(limit, in: ByteBuffer(string: text))
+    /// Where `JSONParser`, which reads every body, stops a document for nesting too deep.
+    private static func tooDeepAt(_ text: String) -> Int? {
+        do {
+            _ = try JSONParser.parse(Array(text.utf8))
+            return nil
+        } catch {
+            return error.problem == .tooDeep ? error.offset : nil
+        }
     }
 
     /// Answers hold device tokens: no cache may keep any of them, and no browser may sniff them

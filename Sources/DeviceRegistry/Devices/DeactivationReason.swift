@@ -1,6 +1,6 @@
 /// Why a device row was deactivated (`push_devices.deactivation_reason`), as registrations,
 /// logouts, pruning and FCM's answers write it.
-public enum DeactivationReason: String, TextColumnEnum, Codable {
+public enum DeactivationReason: String, TextColumnEnum, Encodable {
     /// Another user registered the token, or a token on the same deviceId (`push_register_device`).
     case accountSwitch = "account_switch"
     /// The same user registered a new token on the same deviceId: a token refresh.

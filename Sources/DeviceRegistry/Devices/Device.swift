@@ -1,12 +1,12 @@
 import Foundation
 
-public enum Platform: String, TextColumnEnum, Codable {
+public enum Platform: String, TextColumnEnum, Encodable {
     case ios, android, web
 }
 
 /// What the token addresses: an FCM registration token, or a Firebase Installation ID
 /// (FCM's newer `fid` target).
-public enum TokenType: String, TextColumnEnum, Codable {
+public enum TokenType: String, TextColumnEnum, Encodable {
     case fcm, fid
 }
 

@@ -1,7 +1,7 @@
 /// A job's scheduling priority (`push_jobs.priority`): which jobs workers expand and send first
 /// when they share capacity. Not FCM's `android.priority` / `apns-priority`, which only the
 /// message sets.
-public enum JobPriority: String, TextColumnEnum, Comparable, Codable {
+public enum JobPriority: String, TextColumnEnum, Comparable, Encodable {
     /// One user's notification (a chat message, a login code): `push_enqueue`'s default.
     case high
     case normal

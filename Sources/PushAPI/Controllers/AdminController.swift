@@ -24,7 +24,7 @@ struct AdminController {
 
     // MARK: POST /push/notifications
 
-    struct NotificationRequest: Decodable {
+    struct NotificationRequest {
         let appCode: String
         let userIds: [Int64]?
         let campaign: Bool?
@@ -37,29 +37,30 @@ struct AdminController {
         let expiresAt: String?
         let ttlSeconds: Int64?
 
-        enum CodingKeys: String, CodingKey, BodyField {
+        enum Field: String, BodyField {
             case appCode, userIds, campaign, platforms, message, idempotencyKey, sendAt, dryRun, priority, expiresAt, ttlSeconds
         }
 
-        init(from decoder: any Decoder) throws {
-            // A misspelt field (`userIDs`, `send_at`) must not silently become a campaign or an immediate send.
-            try JSONBody.refuseUnknownMembers(try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue), of: CodingKeys.self)
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            appCode = try container.decode(String.self, forKey: .appCode)
-            userIds = try container.decodeIfPresent([Int64].self, forKey: .userIds)
-            campaign = try container.decodeIfPresent(Bool.self, forKey: .campaign)
-            platforms = try container.decodeIfPresent([String].self, forKey: .platforms)
-            message = try container.decode(JSONValue.self, forKey: .message)
-            idempotencyKey = try container.decodeIfPresent(String.self, forKey: .idempotencyKey)
-            sendAt = try container.decodeIfPresent(String.self, forKey: .sendAt)
-            dryRun = try container.decodeIfPresent(Bool.self, forKey: .dryRun)
-            priority = try container.decodeIfPresent(String.self, forKey: .priority)
-            expiresAt = try container.decodeIfPresent(String.self, forKey: .expiresAt)
+        /// Refuses a member it does not know (`JSONObject`): a misspelt field (`userIDs`,
+        /// `send_at`) must not silently become a campaign or an immediate send.
+        init(_ body: JSONObject<Field>) throws(APIError) {
+            guard let appCode = try body.string(.appCode) else {
+                throw body.members[Field.appCode.rawValue] == nil ? .validation("appCode is required") : .validation("appCode must be a string")
+            }
+            self.appCode = appCode
+            userIds = try body.integers(.userIds)
+            campaign = try body.bool(.campaign)
+            platforms = try body.strings(.platforms)
+            message = try body.required(.message)
+            idempotencyKey = try body.string(.idempotencyKey)
+            sendAt = try body.string(.sendAt)
+            dryRun = try body.bool(.dryRun)
+            priority = try body.string(.priority)
+            expiresAt = try body.string(.expiresAt)
             do {
-                ttlSeconds = try container.decodeIfPresent(Int64.self, forKey: .ttlSeconds)
+                ttlSeconds = try body.integer(.ttlSeconds)
             } catch {
-                // 1.5 or 1e30 are data errors to the decoder, not a type mismatch naming the field.
-                throw APIError.validation("ttlSeconds must be a positive integer")
+                throw .validation("ttlSeconds must be a positive integer")
             }
         }
 
@@ -117,13 +118,6 @@ struct AdminController {
         }
     }
 
-    struct AnyKey: CodingKey {
-        let stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
     /// Room for 10,000 user ids of any size and a 4 KiB message; the device routes keep 16 KiB.
     static let notificationBodyLimit = 256 * 1024
 
@@ -132,10 +126,18 @@ struct AdminController {
     }
 
     @Sendable func enqueue(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let body = try await JSONBody.decode(NotificationRequest.self, from: request, context: context, limit: Self.notificationBodyLimit)
+        let body = try NotificationRequest(await JSONBody.object(from: request, context: context, fields: NotificationRequest.Field.self,
+                                                                 limit: Self.notificationBodyLimit))
+        let id = try await queue(body, logger: context.logger)
+        return JSONBody.response(JobCreated(jobId: id), status: .accepted)
+    }
+
+    /// Queues the job `body` asks for, or refuses it with the API's messages: the one path of
+    /// POST /push/notifications and the console's compose page, so both refuse alike.
+    func queue(_ body: NotificationRequest, logger: Logger) async throws -> Int64 {
         let checked = try body.validated()
-        let message = String(buffer: JSONBody.encode(body.message))
-        let (jobs, logger) = (self.jobs(context.logger), context.logger)
+        let message = String(decoding: WireJSON.encoded(body.message), as: UTF8.self)
+        let jobs = self.jobs(logger)
         let id: Int64
         do {
             id = try await deadline.run {
@@ -155,7 +157,7 @@ struct AdminController {
             "push.job_id": "\(id)", "push.app": "\(body.appCode)",
             "push.audience": "\(body.userIds.map { "\($0.count) users" } ?? "campaign")",
         ])
-        return JSONBody.response(JobCreated(jobId: id), status: .accepted)
+        return id
     }
 
     // MARK: jobs

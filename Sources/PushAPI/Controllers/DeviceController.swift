@@ -17,55 +17,6 @@ struct DeviceController {
         group.delete(":id", use: deactivate)
     }
 
-    /// A device as the API shows it. deviceId is always present (null when unknown); the
-    /// deactivation fields only on inactive rows. Members in sorted order, as `WireJSON` writes.
-    static func write(_ device: Device, to json: inout JSONWriter) {
-        json.object { json in
-            json.name("createdAt")
-            json.value(device.createdAt)
-            if let deactivatedAt = device.deactivatedAt {
-                json.name("deactivatedAt")
-                json.value(deactivatedAt)
-            }
-            if let reason = device.deactivationReason {
-                json.name("deactivationReason")
-                json.value(reason.rawValue)
-            }
-            json.name("deviceId")
-            json.value(device.deviceID)
-            json.name("id")
-            json.value(device.id)
-            json.name("isActive")
-            json.value(device.isActive)
-            json.name("lastUsedAt")
-            json.value(device.lastUsedAt)
-            json.name("platform")
-            json.value(device.platform.rawValue)
-            json.name("token")
-            json.value(device.token)
-            json.name("tokenType")
-            json.value(device.tokenType.rawValue)
-        }
-    }
-
-    static func body(_ device: Device) -> ByteBuffer {
-        var json = JSONWriter()
-        write(device, to: &json)
-        return json.buffer
-    }
-
-    /// `{"devices": [...], "nextCursor": "123" | null}`: the list as before, plus the cursor.
-    static func body(_ page: DeviceDirectory.Page) -> ByteBuffer {
-        var json = JSONWriter(capacity: 128 + 768 * page.devices.count)
-        json.object { json in
-            json.name("devices")
-            json.array(page.devices) { json, device in write(device, to: &json) }
-            json.name("nextCursor")
-            json.value(page.nextCursor.map(String.init))
-        }
-        return json.buffer
-    }
-
     /// Devices per page of `GET /push/devices`: the default holds every active device a user
     /// can have (`MAX_ACTIVE_DEVICES_PER_USER` defaults to 20) with recent history; at the
     /// maximum a page of 500-character tokens stays near 150 KB.
@@ -97,7 +48,7 @@ struct DeviceController {
             "push.token": "\(maskedToken(registration.token))",
             "push.created": "\(result.created)",
         ])
-        return JSONBody.response(Self.body(result.device), status: result.created ? .created : .ok)
+        return JSONBody.response(DeviceResponse(result.device), status: result.created ? .created : .ok)
     }
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> Response {
@@ -109,7 +60,7 @@ struct DeviceController {
         let page = try await deadline.run {
             try await registry.page(appID: user.appID, userID: user.userID, below: cursor, limit: Int(limit), logger: logger)
         }
-        return JSONBody.response(Self.body(page))
+        return JSONBody.response(DevicePageResponse(page))
     }
 
     @Sendable func deactivate(_ request: Request, context: APIRequestContext) async throws -> Response {
@@ -128,5 +79,52 @@ struct DeviceController {
         }
         context.logger.info("device deactivated", metadata: ["push.device_id": "\(id)", "push.reason": "\(DeactivationReason.logout)"])
         return Response(status: .noContent)
+    }
+}
+
+/// A device as the API shows it: deviceId always present (null when unknown), the deactivation
+/// fields only on inactive rows.
+struct DeviceResponse: Encodable {
+    let device: Device
+
+    init(_ device: Device) {
+        self.device = device
+    }
+
+    private enum Keys: String, CodingKey {
+        case id, token, tokenType, platform, deviceId, isActive, lastUsedAt, createdAt, deactivatedAt, deactivationReason
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(device.id, forKey: .id)
+        try container.encode(device.token, forKey: .token)
+        try container.encode(device.tokenType, forKey: .tokenType)
+        try container.encode(device.platform, forKey: .platform)
+        try container.encode(device.deviceID, forKey: .deviceId)
+        try container.encode(device.isActive, forKey: .isActive)
+        try container.encode(device.lastUsedAt, forKey: .lastUsedAt)
+        try container.encode(device.createdAt, forKey: .createdAt)
+        try container.encodeIfPresent(device.deactivatedAt, forKey: .deactivatedAt)
+        try container.encodeIfPresent(device.deactivationReason, forKey: .deactivationReason)
+    }
+}
+
+/// `{"devices": [...], "nextCursor": "123" | null}`: nextCursor always written, null on the last page.
+struct DevicePageResponse: Encodable {
+    let devices: [DeviceResponse]
+    let nextCursor: String?
+
+    init(_ page: DeviceDirectory.Page) {
+        devices = page.devices.map(DeviceResponse.init)
+        nextCursor = page.nextCursor.map(String.init)
+    }
+
+    private enum CodingKeys: String, CodingKey { case devices, nextCursor }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(devices, forKey: .devices)
+        try container.encode(nextCursor, forKey: .nextCursor)
     }
 }
