@@ -145,6 +145,7 @@ let package = Package(
         .target(
             name: "FCMEmulator",
             dependencies: [
+                "WireFormats",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),

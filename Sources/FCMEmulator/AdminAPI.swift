@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import NIOFoundationCompat
+import WireFormats
 
 /// `/emulator/...`: the controls of ``RunningEmulator`` over HTTP, for out-of-process users (the executable,
 /// shell demos). Unauthenticated: the emulator is a loopback test tool.
@@ -17,39 +18,6 @@ import NIOFoundationCompat
 /// - `POST /emulator/reset`
 struct AdminAPI: Sendable {
     let core: EmulatorCore
-
-    private struct ScriptRequest: Decodable {
-        var token: String?
-        var token_prefix: String?
-        var outcome: String
-        var times: Int?
-        var retry_after: Int?
-        var delay_ms: Int?
-    }
-
-    private struct TokenFailuresRequest: Decodable {
-        var count: Int
-        var status: Int?
-    }
-
-    /// `profile` must be there, null switching the latency off: a misspelt key is not taken for null.
-    private struct LatencyRequest: Decodable {
-        var profile: String?
-
-        private enum CodingKeys: String, CodingKey { case profile }
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            guard container.contains(.profile) else {
-                throw DecodingError.keyNotFound(CodingKeys.profile, .init(codingPath: [], debugDescription: "profile is required"))
-            }
-            profile = try container.decode(String?.self, forKey: .profile)
-        }
-    }
-
-    private struct OutageRequest: Decodable {
-        var seconds: Double
-    }
 
     private struct RegistrationAnswer: Encodable {
         var client_email: String
@@ -82,22 +50,25 @@ struct AdminAPI: Sendable {
         }
         group.post("script") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
-            guard let script = try? JSONDecoder().decode(ScriptRequest.self, from: Data(buffer: body)) else {
+            guard let script = JSONParser.object(Data(buffer: body), strings: ["token", "token_prefix", "outcome"],
+                                                 integers: ["times", "retry_after", "delay_ms"]),
+                  let outcomeName = script["outcome"]?.string
+            else {
                 return Self.badRequest("expected {\"token\" or \"token_prefix\", \"outcome\", \"times\"?, \"retry_after\"?, \"delay_ms\"?}")
             }
             guard
                 let outcome = Outcome(
-                    name: script.outcome,
-                    times: script.times,
-                    retryAfter: script.retry_after,
-                    delay: script.delay_ms.map { .milliseconds($0) }
+                    name: outcomeName,
+                    times: script["times"]?.integer.map { Int($0) },
+                    retryAfter: script["retry_after"]?.integer.map { Int($0) },
+                    delay: script["delay_ms"]?.integer.map { .milliseconds($0) }
                 )
             else {
                 return Self.badRequest(
-                    "unknown outcome \"\(script.outcome)\"; use success, unregistered, invalid_token, sender_id_mismatch, third_party_auth_error, unavailable, internal, quota_exceeded, rate_limit_exceeded, slow, unauthenticated or bare_<status> (e.g. bare_400)"
+                    "unknown outcome \"\(outcomeName)\"; use success, unregistered, invalid_token, sender_id_mismatch, third_party_auth_error, unavailable, internal, quota_exceeded, rate_limit_exceeded, slow, unauthenticated or bare_<status> (e.g. bare_400)"
                 )
             }
-            switch (script.token, script.token_prefix) {
+            switch (script["token"]?.string, script["token_prefix"]?.string) {
             case (let token?, nil): core.ledger.script(token: token, outcome: outcome)
             case (nil, let prefix?): core.ledger.addPrefixRule(PrefixRule(prefix: prefix, outcome: outcome))
             default: return Self.badRequest("give exactly one of token and token_prefix")
@@ -106,10 +77,12 @@ struct AdminAPI: Sendable {
         }
         group.post("token-failures") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
-            guard let failures = try? JSONDecoder().decode(TokenFailuresRequest.self, from: Data(buffer: body)) else {
+            guard let failures = JSONParser.object(Data(buffer: body), integers: ["count", "status"]),
+                  let count = failures["count"]?.integer
+            else {
                 return Self.badRequest("expected {\"count\", \"status\"?}")
             }
-            core.tokenFaults.failNext(count: failures.count, status: HTTPResponse.Status(code: failures.status ?? 503))
+            core.tokenFaults.failNext(count: Int(count), status: HTTPResponse.Status(code: failures["status"]?.integer.map { Int($0) } ?? 503))
             return Response(status: .noContent)
         }
         group.post("revoke-access-tokens") { _, _ in
@@ -118,10 +91,11 @@ struct AdminAPI: Sendable {
         }
         group.post("latency") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
-            guard let latency = try? JSONDecoder().decode(LatencyRequest.self, from: Data(buffer: body)) else {
+            // `profile` must be there, null switching the latency off: a misspelt key is not taken for null.
+            guard let latency = JSONParser.object(Data(buffer: body), strings: ["profile"]), let profile = latency["profile"] else {
                 return Self.badRequest("expected {\"profile\": \"50%:30ms,39%:60ms,10%:150ms,1%:2s\"} or {\"profile\": null}")
             }
-            guard let text = latency.profile else {
+            guard let text = profile.string else {
                 core.latency.set(nil)
                 return Response(status: .noContent)
             }
@@ -134,13 +108,13 @@ struct AdminAPI: Sendable {
         }
         group.post("outage") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
-            guard let outage = try? JSONDecoder().decode(OutageRequest.self, from: Data(buffer: body)),
-                  (0...Self.longestOutageSeconds).contains(outage.seconds) else {
+            guard let seconds = JSONParser.object(Data(buffer: body), numbers: ["seconds"])?["seconds"]?.seconds,
+                  (0...Self.longestOutageSeconds).contains(seconds) else {
                 return Self.badRequest("expected {\"seconds\"} with seconds from 0 to \(Int(Self.longestOutageSeconds))")
             }
             // A timer, not a task: nothing awaits the outage, and the request ends with its answer.
             NIOSingletons.posixEventLoopGroup.any().scheduleTask(in: Self.outageGrace) {
-                core.outage.begin(for: .seconds(outage.seconds))
+                core.outage.begin(for: .seconds(seconds))
             }
             return Response(status: .accepted)
         }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import _CryptoExtras
+import WireFormats
 
 /// Why the token endpoint refuses a JWT-bearer assertion, with the OAuth error Google answers.
 enum AssertionRejection: Error, Equatable {
@@ -58,20 +59,6 @@ struct AssertionVerifier {
     var now: Date
     var lookUpAccount: (String) -> AccountRegistry.Account?
 
-    private struct Header: Decodable {
-        var alg: String?
-        var kid: String?
-    }
-
-    private struct Claims: Decodable {
-        var iss: String?
-        var scope: String?
-        var aud: String?
-        // Doubles so that a fraction is seen and refused rather than silently rounded by the decoder.
-        var iat: Double?
-        var exp: Double?
-    }
-
     /// Returns the account the assertion proves and the scopes it asks for. The scopes are not
     /// checked against the FCM API here, as Google does not: an access token whose scopes do not
     /// cover FCM is refused when it is used to send.
@@ -83,26 +70,27 @@ struct AssertionVerifier {
             let claimsBytes = Base64URL.decode(segments[1]),
             let signatureBytes = Base64URL.decode(segments[2])
         else { throw .malformed("segments must be unpadded base64url") }
-        guard let header = try? JSONDecoder().decode(Header.self, from: headerBytes) else {
+        guard let header = JSONParser.object(headerBytes, strings: ["alg", "kid"]) else {
             throw .malformed("the header is not a JSON object")
         }
-        guard header.alg == "RS256" else { throw .invalidSignature }
-        guard let claims = try? JSONDecoder().decode(Claims.self, from: claimsBytes) else {
+        guard header["alg"]?.string == "RS256" else { throw .invalidSignature }
+        // iat and exp as numbers, not integers: a fraction is seen and refused by checkTimeframe, not rounded.
+        guard let claims = JSONParser.object(claimsBytes, strings: ["iss", "scope", "aud"], numbers: ["iat", "exp"]) else {
             throw .malformed("the claim set is not a JSON object with string iss, scope, aud and numeric iat, exp")
         }
-        guard let issuer = claims.iss, let account = lookUpAccount(issuer) else { throw .unknownAccount }
-        if let kid = header.kid, let registeredKeyID = account.keyID, kid != registeredKeyID {
+        guard let issuer = claims["iss"]?.string, let account = lookUpAccount(issuer) else { throw .unknownAccount }
+        if let kid = header["kid"]?.string, let registeredKeyID = account.keyID, kid != registeredKeyID {
             throw .invalidSignature
         }
         let signingInput = Data(assertion.utf8.prefix(segments[0].utf8.count + 1 + segments[1].utf8.count))
         let signature = _RSA.Signing.RSASignature(rawRepresentation: signatureBytes)
         guard account.publicKey.isValidSignature(signature, for: SHA256.hash(data: signingInput), padding: .insecurePKCS1v1_5)
         else { throw .invalidSignature }
-        guard let audience = claims.aud, audience == ownAudience || Self.googleTokenAudiences.contains(audience) else {
+        guard let audience = claims["aud"]?.string, audience == ownAudience || Self.googleTokenAudiences.contains(audience) else {
             throw .wrongAudience(expected: ownAudience)
         }
-        try checkTimeframe(issuedAt: claims.iat, expiresAt: claims.exp)
-        let scopes = (claims.scope ?? "").split(separator: " ").map(String.init)
+        try checkTimeframe(issuedAt: claims["iat"]?.seconds, expiresAt: claims["exp"]?.seconds)
+        let scopes = (claims["scope"]?.string ?? "").split(separator: " ").map(String.init)
         guard !scopes.isEmpty else { throw .missingScope }
         return Grant(clientEmail: issuer, scopes: scopes)
     }

@@ -1,5 +1,5 @@
 /// Counters since start (or the last reset).
-public struct EmulatorStats: Sendable, Equatable, Codable {
+public struct EmulatorStats: Sendable, Equatable, Encodable {
     /// Access tokens minted.
     public var tokenExchanges = 0
     /// Token requests answered with an error (bad assertion, scripted failure…).
@@ -38,7 +38,7 @@ public struct EmulatorStats: Sendable, Equatable, Codable {
 }
 
 /// Send counters for one device token.
-public struct DeviceStats: Sendable, Equatable, Codable {
+public struct DeviceStats: Sendable, Equatable, Encodable {
     public var accepted = 0
     public var rejected = 0
     public var validateOnly = 0
@@ -57,7 +57,7 @@ public struct DeviceStats: Sendable, Equatable, Codable {
 }
 
 /// A send the emulator accepted (kept for the most recent `Configuration.retainedMessageLimit` sends).
-public struct AcceptedMessage: Sendable, Equatable, Codable {
+public struct AcceptedMessage: Sendable, Equatable, Encodable {
     /// `message.token` or `message.fid`; nil for topic and condition sends.
     public var deviceToken: String?
     public var projectID: String

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import WireFormats
 
 /// An FCM answer kept as a file: `{"about", "status", "headers", "body" or "bodyText"}`, each
 /// written from FCM's documentation (its `about` says from where). The emulator's canned answers
@@ -21,22 +22,21 @@ public struct FCMAnswer: Sendable, Equatable {
 
     /// Reads one answer file.
     public init(fileContents data: Data) throws(FCMAnswerFileError) {
-        guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+        guard let root = (try? JSONParser.parse(data))?.members else {
             throw FCMAnswerFileError("not a JSON object")
         }
-        guard let status = root["status"] as? Int, (100...599).contains(status) else {
+        guard let status = root["status"]?.integer, (100...599).contains(status) else {
             throw FCMAnswerFileError("\"status\" must be an HTTP status code")
         }
-        guard let headers = (root["headers"] ?? [String: String]()) as? [String: String] else {
+        let headers = (root["headers"] ?? .object([:])).members?.compactMapValues(\.string)
+        guard let headers, headers.count == root["headers"]?.members?.count ?? 0 else {
             throw FCMAnswerFileError("\"headers\" must map names to strings")
         }
         switch (root["body"], root["bodyText"]) {
         case (let body?, nil):
-            guard let encoded = try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed])
-            else { throw FCMAnswerFileError("\"body\" cannot be written as JSON") }
-            self.init(status: status, headers: headers, body: ByteBuffer(data: encoded))
-        case (nil, let text as String):
-            self.init(status: status, headers: headers, body: ByteBuffer(string: text))
+            self.init(status: Int(status), headers: headers, body: ByteBuffer(data: WireJSON.encoded(body)))
+        case (nil, .string(let text)?):
+            self.init(status: Int(status), headers: headers, body: ByteBuffer(string: text))
         default:
             throw FCMAnswerFileError("exactly one of \"body\" (JSON) and \"bodyText\" (a string) is required")
         }

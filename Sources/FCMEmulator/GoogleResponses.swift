@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOFoundationCompat
+import WireFormats
 
 /// An answer with its whole body at hand: what the emulator's HTTP/2 connections write as frames
 /// directly, and what its HTTP/1.1 routes return as a Hummingbird `Response`.
@@ -131,10 +132,6 @@ enum GoogleResponses {
     }
 
     private static func encoded(_ value: some Encodable) -> ByteBuffer {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Only our own plain structs are encoded here; they cannot fail to encode.
-        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return ByteBuffer(data: data)
+        ByteBuffer(data: WireJSON.encoded(value))
     }
 }

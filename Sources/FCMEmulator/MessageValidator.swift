@@ -1,6 +1,6 @@
 import Foundation
 import NIOCore
-import NIOFoundationCompat
+import WireFormats
 
 /// Where a send goes: exactly one of FCM's target fields.
 enum MessageTarget: Sendable, Equatable {
@@ -73,12 +73,12 @@ enum MessageValidator {
     ]
 
     static func validate(_ body: ByteBuffer) throws(PayloadViolation) -> SendRequest {
-        guard let decoded = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] else {
+        guard let decoded = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) })?.members else {
             throw PayloadViolation("Invalid JSON payload received. Expected a JSON object.", field: "")
         }
         let root = try fieldsBySnakeCaseName(decoded, allowed: ["message", "validate_only"], at: nil)
         let validateOnly = try validateOnlyFlag(root["validate_only"])
-        guard let object = root["message"] as? [String: Any] else {
+        guard let object = root["message"]?.members else {
             throw PayloadViolation("Invalid value at 'message': the message must be a JSON object.", field: "message")
         }
         let message = try fieldsBySnakeCaseName(object, allowed: messageFields, at: "message")
@@ -87,7 +87,7 @@ enum MessageValidator {
         if let notification = message["notification"] { try validateNotification(notification) }
         for (field, allowed) in objectFields {
             guard let value = message[field] else { continue }
-            guard let object = value as? [String: Any] else {
+            guard let object = value.members else {
                 throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
             }
             let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)")
@@ -106,19 +106,19 @@ enum MessageValidator {
 
     /// What the worker sets for an expiry, typed as FCM types it: `android.ttl` is a protobuf
     /// Duration (`"3600s"`, `"3.5s"`), the APNs and Web Push headers are maps of strings.
-    private static func validateTypedFields(_ fields: [String: Any], of object: String) throws(PayloadViolation) {
+    private static func validateTypedFields(_ fields: [String: JSONValue], of object: String) throws(PayloadViolation) {
         if object == "android", let ttl = fields["ttl"] {
-            guard let text = ttl as? String, isDuration(text) else {
-                throw PayloadViolation("Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(ttl)",
+            guard let text = ttl.string, isDuration(text) else {
+                throw PayloadViolation("Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(json(ttl))",
                                        field: "message.android.ttl")
             }
         }
         if object == "apns" || object == "webpush", let headers = fields["headers"] {
-            guard let map = headers as? [String: Any] else {
+            guard let map = headers.members else {
                 throw PayloadViolation("Invalid value at 'message.\(object).headers': expected a JSON object.", field: "message.\(object).headers")
             }
-            for (name, value) in map where !(value is String) {
-                throw PayloadViolation("Invalid value at 'message.\(object).headers[\(name)].value' (TYPE_STRING), \(value)",
+            for (name, value) in map where value.string == nil {
+                throw PayloadViolation("Invalid value at 'message.\(object).headers[\(name)].value' (TYPE_STRING), \(json(value))",
                                        field: "message.\(object).headers")
             }
         }
@@ -137,7 +137,7 @@ enum MessageValidator {
 
     /// `object`'s fields keyed by their snake_case names, or the front end's refusal of the first
     /// name that is not among `allowed` in either spelling.
-    private static func fieldsBySnakeCaseName(_ object: [String: Any], allowed: Set<String>, at path: String?) throws(PayloadViolation) -> [String: Any] {
+    private static func fieldsBySnakeCaseName(_ object: [String: JSONValue], allowed: Set<String>, at path: String?) throws(PayloadViolation) -> [String: JSONValue] {
         // Every send passes here: names are checked in the dictionary's order, and sorted (so
         // that the refusal names the same field each time) only when one is refused.
         var renamed = false
@@ -151,7 +151,7 @@ enum MessageValidator {
             renamed = renamed || snake != name
         }
         guard renamed else { return object }
-        var fields: [String: Any] = [:]
+        var fields: [String: JSONValue] = [:]
         for name in object.keys.sorted() { fields[snakeCase(name)] = object[name] }
         return fields
     }
@@ -175,15 +175,15 @@ enum MessageValidator {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func validateOnlyFlag(_ value: Any?) throws(PayloadViolation) -> Bool {
+    private static func validateOnlyFlag(_ value: JSONValue?) throws(PayloadViolation) -> Bool {
         guard let value else { return false }
-        guard let flag = value as? Bool else {
-            throw PayloadViolation("Invalid value at 'validate_only' (TYPE_BOOL), \(value)", field: "validate_only")
+        guard let flag = value.bool else {
+            throw PayloadViolation("Invalid value at 'validate_only' (TYPE_BOOL), \(json(value))", field: "validate_only")
         }
         return flag
     }
 
-    private static func target(of message: [String: Any]) throws(PayloadViolation) -> MessageTarget {
+    private static func target(of message: [String: JSONValue]) throws(PayloadViolation) -> MessageTarget {
         let present = targetFields.filter { message[$0] != nil }
         guard let field = present.first else {
             throw PayloadViolation("Recipient of the message is not set.", field: "message", fromFCM: true)
@@ -194,7 +194,7 @@ enum MessageValidator {
                 field: "message"
             )
         }
-        guard let value = message[field] as? String else {
+        guard let value = message[field]?.string else {
             throw PayloadViolation("Invalid value at 'message.\(field)' (TYPE_STRING)", field: "message.\(field)")
         }
         switch field {
@@ -219,15 +219,15 @@ enum MessageValidator {
         scalar.isASCII ? scalar == " " || (0x09...0x0D).contains(scalar.value) : scalar.properties.isWhitespace
     }
 
-    private static func validateData(_ value: Any) throws(PayloadViolation) {
-        guard let data = value as? [String: Any] else {
+    private static func validateData(_ value: JSONValue) throws(PayloadViolation) {
+        guard let data = value.members else {
             throw PayloadViolation("Invalid value at 'message.data': expected a map of strings.", field: "message.data")
         }
-        // JSONSerialization does not keep member order; sorted keys make the reported index deterministic.
+        // A parsed object does not keep member order; sorted keys make the reported index deterministic.
         for (index, key) in data.keys.sorted().enumerated() {
             let field = "message.data[\(index)].value"
-            guard let entry = data[key], entry is String else {
-                throw PayloadViolation("Invalid value at '\(field)' (TYPE_STRING), \(data[key].map { "\($0)" } ?? "null")", field: field)
+            guard let entry = data[key], entry.string != nil else {
+                throw PayloadViolation("Invalid value at '\(field)' (TYPE_STRING), \(data[key].map(json) ?? "null")", field: field)
             }
             if isReserved(dataKey: key) {
                 throw PayloadViolation("Invalid data payload key: \(key)", field: "message.data[\(index)].key", fromFCM: true)
@@ -241,20 +241,25 @@ enum MessageValidator {
         return key == "from" || key == "message_type" || key.hasPrefix("google") || key.hasPrefix("gcm")
     }
 
-    private static func validateNotification(_ value: Any) throws(PayloadViolation) {
-        guard let notification = value as? [String: Any] else {
+    private static func validateNotification(_ value: JSONValue) throws(PayloadViolation) {
+        guard let notification = value.members else {
             throw PayloadViolation("Invalid value at 'message.notification': expected a JSON object.", field: "message.notification")
         }
         _ = try fieldsBySnakeCaseName(notification, allowed: notificationFields, at: "message.notification")
-        for (key, field) in notification where !(field is String) {
+        for (key, field) in notification where field.string == nil {
             throw PayloadViolation(
-                "Invalid value at 'message.notification.\(key)' (TYPE_STRING), \(field)",
+                "Invalid value at 'message.notification.\(key)' (TYPE_STRING), \(json(field))",
                 field: "message.notification.\(key)"
             )
         }
     }
 
-    private static func encodedSize(of message: [String: Any]) -> Int {
-        (try? JSONSerialization.data(withJSONObject: message, options: [.withoutEscapingSlashes]).count) ?? Int.max
+    private static func encodedSize(of message: [String: JSONValue]) -> Int {
+        WireJSON.encoded(JSONValue.object(message)).count
+    }
+
+    /// A value as a refusal quotes it: as JSON, as Google's messages do.
+    private static func json(_ value: JSONValue) -> String {
+        String(decoding: WireJSON.encoded(value), as: UTF8.self)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import _CryptoExtras
+import WireFormats
 
 /// The public part of a Google service account: who may mint access tokens, with which key, for which project.
 public struct RegisteredAccount: Sendable {
@@ -31,34 +32,22 @@ public struct RegisteredAccount: Sendable {
     /// the public key is derived from `private_key`. A `public_key` PEM may stand in for `private_key`, which is
     /// what the admin API accepts.
     public init(serviceAccountJSON: Data) throws(RegisteredAccountError) {
-        let fields: ServiceAccountJSON
-        do {
-            fields = try JSONDecoder().decode(ServiceAccountJSON.self, from: serviceAccountJSON)
-        } catch {
-            throw .malformedJSON
-        }
-        guard let clientEmail = fields.client_email, !clientEmail.isEmpty else { throw .missingField("client_email") }
-        guard let projectID = fields.project_id, !projectID.isEmpty else { throw .missingField("project_id") }
-        if let privateKeyPEM = fields.private_key {
+        let fieldNames = ["client_email", "project_id", "private_key", "private_key_id", "public_key"]
+        guard let fields = JSONParser.object(serviceAccountJSON, strings: fieldNames) else { throw .malformedJSON }
+        guard let clientEmail = fields["client_email"]?.string, !clientEmail.isEmpty else { throw .missingField("client_email") }
+        guard let projectID = fields["project_id"]?.string, !projectID.isEmpty else { throw .missingField("project_id") }
+        if let privateKeyPEM = fields["private_key"]?.string {
             do {
                 let privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
-                self.init(clientEmail: clientEmail, projectID: projectID, publicKey: privateKey.publicKey, keyID: fields.private_key_id)
+                self.init(clientEmail: clientEmail, projectID: projectID, publicKey: privateKey.publicKey, keyID: fields["private_key_id"]?.string)
             } catch {
                 throw .invalidKey("private_key is not an RSA private key of at least 2048 bits in PEM form")
             }
-        } else if let publicKeyPEM = fields.public_key {
-            try self.init(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: fields.private_key_id)
+        } else if let publicKeyPEM = fields["public_key"]?.string {
+            try self.init(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: fields["private_key_id"]?.string)
         } else {
             throw .missingField("private_key or public_key")
         }
-    }
-
-    private struct ServiceAccountJSON: Decodable {
-        var client_email: String?
-        var project_id: String?
-        var private_key: String?
-        var private_key_id: String?
-        var public_key: String?
     }
 }
 

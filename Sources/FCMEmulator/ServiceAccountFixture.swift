@@ -1,5 +1,6 @@
 import Foundation
 import _CryptoExtras
+import WireFormats
 
 /// A freshly generated service account (RSA-2048) for tests and benchmarks: the private half to configure a
 /// sender with, the public half to register with the emulator.
@@ -42,10 +43,7 @@ public struct ServiceAccountFixture: Sendable {
             auth_uri: "https://accounts.google.com/o/oauth2/auth",
             token_uri: tokenURI
         )
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes]
-        // Plain strings only: encoding cannot fail.
-        return (try? encoder.encode(file)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return String(decoding: WireJSON.encoded(file), as: UTF8.self)
     }
 
     private struct ServiceAccountFile: Encodable {
