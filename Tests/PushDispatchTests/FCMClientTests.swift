@@ -21,18 +21,20 @@ struct FCMClientTests {
             let tls = makeTLSConfiguration(configuration)
             let http = makeHTTPClient(configuration, tls: tls)
             let fcm = try makeFCMClient(configuration, tls: tls)
+            // Both clients are closed whatever the body does, then its error (if any) is thrown.
+            let outcome: Result<Void, any Error>
             do {
                 let exchange = GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: .seconds(10))
                 let grant = try await exchange.grant(for: ServiceAccount(
                     projectID: account.projectID, clientEmail: account.clientEmail, privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID))
                 try await body(fcm, emulator, grant.accessToken)
+                outcome = .success(())
             } catch {
-                await fcm.close()
-                try await http.shutdown()
-                throw error
+                outcome = .failure(error)
             }
             await fcm.close()
             try await http.shutdown()
+            try outcome.get()
         }
     }
 
