@@ -31,9 +31,9 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
     }
 
     /// The delivery log's `error_code` when this error ends a delivery.
-    var errorCode: String {
-        if case .outage = self { return "OAUTH_UNAVAILABLE" }
-        return "OAUTH"
+    var errorCode: DeliveryErrorCode {
+        if case .outage = self { return .oauthUnavailable }
+        return .oauth
     }
 }
 

@@ -43,7 +43,7 @@ struct DeliveryPolicy {
     }
 
     mutating func decide(_ outcome: SendOutcome, for claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, now: Date = Date()) -> Decision {
-        func final(_ status: DeliveryStatus, _ code: String?, _ message: String?, messageID: String? = nil) -> DeliveryQueue.Result {
+        func final(_ status: DeliveryStatus, _ code: DeliveryErrorCode?, _ message: String?, messageID: String? = nil) -> DeliveryQueue.Result {
             .init(claimed, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
                   messageID: messageID, attempted: true, nextAttempt: now)
         }
@@ -64,7 +64,7 @@ struct DeliveryPolicy {
         case .deadToken(let code, let message, let reason):
             return Decision(result: final(.failed, code, message), deactivate: (claimed.deviceID, reason))
         case .senderMismatch(let message):
-            let result = final(.failed, "SENDER_ID_MISMATCH", message)
+            let result = final(.failed, .senderIDMismatch, message)
             if isProven(job) {
                 // Sends to this project succeed: the token belongs to another one.
                 return Decision(result: result, deactivate: (claimed.deviceID, .senderIDMismatch))
@@ -76,22 +76,22 @@ struct DeliveryPolicy {
             // Only the devices of that platform fail (APNs or web push): the job goes on.
             let warning = warnedJobs.insert(job.id).inserted
                 ? "app \(job.appCode): FCM answers THIRD_PARTY_AUTH_ERROR: the app's APNs or web-push credentials in Firebase are wrong" : nil
-            return Decision(result: final(.failed, "THIRD_PARTY_AUTH_ERROR", message), warning: warning)
+            return Decision(result: final(.failed, .thirdPartyAuthError, message), warning: warning)
         case .failed(let code, let message):
             return Decision(result: final(.failed, code, message))
         case .payloadRejected(let code, let message):
             return blamingTheJob(final(.failed, code, message), job: job, reason: "FCM refused the message: \(message)")
         case .permissionDenied(let message):
-            return blamingTheJob(final(.failed, "PERMISSION_DENIED", message), job: job,
+            return blamingTheJob(final(.failed, .permissionDenied, message), job: job,
                                  reason: "the service account may not send for this project (PERMISSION_DENIED): \(message)")
         case .notFound(let message):
-            return blamingTheJob(final(.failed, "NOT_FOUND", message), job: job,
+            return blamingTheJob(final(.failed, .notFound, message), job: job,
                                  reason: "FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)")
         case .unauthenticated:
-            return blamingTheJob(final(.failed, "UNAUTHENTICATED", "FCM refused a freshly minted access token"), job: job,
+            return blamingTheJob(final(.failed, .unauthenticated, "FCM refused a freshly minted access token"), job: job,
                                  reason: "FCM refused a freshly minted access token (UNAUTHENTICATED)")
         case .noAnswer(let message):
-            return retry(claimed, code: "NO_ANSWER", message: message, retryAfter: nil, quota: false, now: now)
+            return retry(claimed, code: .noAnswer, message: message, retryAfter: nil, quota: false, now: now)
         case .transient(let code, let message, let retryAfter, let quota):
             return retry(claimed, code: code, message: message, retryAfter: retryAfter, quota: quota, now: now)
         }
@@ -112,7 +112,7 @@ struct DeliveryPolicy {
     }
 
     /// A transient failure that spent an attempt: retried with a backoff until attempts run out.
-    private func retry(_ claimed: DeliveryQueue.Claimed, code: String, message: String, retryAfter: Duration?, quota: Bool, now: Date) -> Decision {
+    private func retry(_ claimed: DeliveryQueue.Claimed, code: DeliveryErrorCode, message: String, retryAfter: Duration?, quota: Bool, now: Date) -> Decision {
         let attempt = claimed.attempts + 1
         guard attempt < maxAttempts else {
             return Decision(result: .init(claimed, status: .failed, errorCode: code, errorMessage: String(message.prefix(500)),

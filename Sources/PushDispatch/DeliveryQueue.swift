@@ -284,13 +284,13 @@ struct DeliveryQueue: Sendable {
         let deviceID: Int64
         /// Pending: a retry.
         let status: DeliveryStatus
-        let errorCode: String?
+        let errorCode: DeliveryErrorCode?
         let errorMessage: String?
         let messageID: String?
         let attempted: Bool
         let nextAttempt: Date
 
-        init(_ claimed: Claimed, status: DeliveryStatus, errorCode: String?, errorMessage: String?, messageID: String?, attempted: Bool,
+        init(_ claimed: Claimed, status: DeliveryStatus, errorCode: DeliveryErrorCode?, errorMessage: String?, messageID: String?, attempted: Bool,
              nextAttempt: Date) {
             lease = claimed.lease
             jobID = claimed.jobID
@@ -399,7 +399,7 @@ struct DeliveryQueue: Sendable {
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
                             WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message
                   FROM unnest(\(rowIDs)::bigint[], \(jobs)::bigint[], \(devices)::bigint[], \(results.map(\.status))::text[],
-                              \(results.map { $0.errorCode ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
+                              \(results.map { $0.errorCode?.rawValue ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
                               \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
                               \(results.map(\.nextAttempt))::timestamptz[], \(Array(repeating: worker, count: results.count))::text[])
                        AS r(row_id, job_id, device_id, status, code, message, message_id, attempted, next_attempt, lease_owner)

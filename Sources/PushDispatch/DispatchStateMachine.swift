@@ -210,12 +210,12 @@ struct DispatchStateMachine {
             ready.removeNext(from: lane)
             if !delivery.jobRunning {
                 // Recorded as a retry without an attempt: the write turns it into the job's ending.
-                settle(delivery, job: job, status: .pending, code: "JOB_ENDED", message: "", into: &settled, actions: &actions, now: date)
+                settle(delivery, job: job, status: .pending, code: .jobEnded, message: "", into: &settled, actions: &actions, now: date)
             } else if let expiry = job.expiresAt, date >= expiry {
-                settle(delivery, job: job, status: .skipped, code: "EXPIRED",
+                settle(delivery, job: job, status: .skipped, code: .expired,
                        message: "expired at \(expiry.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))) before it was sent", into: &settled, actions: &actions, now: date)
             } else if !delivery.deviceActive {
-                settle(delivery, job: job, status: .skipped, code: "DEVICE_INACTIVE", message: "the device was deactivated before its turn",
+                settle(delivery, job: job, status: .skipped, code: .deviceInactive, message: "the device was deactivated before its turn",
                        into: &settled, actions: &actions, now: date)
             } else if let account = job.account {
                 batch.append((delivery, job, account))
@@ -223,7 +223,7 @@ struct DispatchStateMachine {
                 continue
             } else {
                 let reason = "app \(job.appCode): no FCM credentials (pushctl app set-credentials --code \(job.appCode))"
-                settle(delivery, job: job, status: .failed, code: "NO_CREDENTIALS", message: reason, into: &settled, actions: &actions, now: date)
+                settle(delivery, job: job, status: .failed, code: .noCredentials, message: reason, into: &settled, actions: &actions, now: date)
                 failJob(job.id, reason, into: &settled)
             }
             forgotten.append(delivery.lease)
@@ -357,13 +357,13 @@ struct DispatchStateMachine {
             switch reachability.notSent(unreachable: unreachable, probe: attempt.probe, now: now) {
             case .retry(let at):
                 // Nothing reached FCM: no attempt is spent; the delivery waits for the breaker.
-                record(DeliveryQueue.Result(attempt.claimed, status: .pending, errorCode: unreachable ? "FCM_UNREACHABLE" : "NOT_SENT",
+                record(DeliveryQueue.Result(attempt.claimed, status: .pending, errorCode: unreachable ? .fcmUnreachable : .notSent,
                                             errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
                                             nextAttempt: date.addingTimeInterval((at - now).inSeconds)), into: &write)
                 actions.append(.countSend(app: job.appCode, outcome: "not_sent", times: 1))
             case .giveUp(let bound):
                 let message = "FCM unreachable for over \(bound.components.seconds) s: \(reason)"
-                settle(attempt.claimed, job: job, status: .failed, code: "FCM_UNREACHABLE", message: message, into: &write, actions: &actions,
+                settle(attempt.claimed, job: job, status: .failed, code: .fcmUnreachable, message: message, into: &write, actions: &actions,
                        now: date)
                 failJob(job.id, "app \(job.appCode): \(message)", into: &write)
             }
@@ -379,7 +379,7 @@ struct DispatchStateMachine {
             // Nothing reached FCM: no attempt is spent. The delivery and the app wait for the
             // token endpoint, whose unavailability the token cache backs off from.
             let wait = if case .transient(_, let retryAfter?) = error { retryAfter } else { Duration.seconds(1) }
-            record(DeliveryQueue.Result(attempt.claimed, status: .pending, errorCode: "OAUTH_UNAVAILABLE",
+            record(DeliveryQueue.Result(attempt.claimed, status: .pending, errorCode: .oauthUnavailable,
                                         errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
                                         nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
             pause(app: job.appID, for: wait, now: now)
@@ -404,7 +404,7 @@ struct DispatchStateMachine {
         if let reason = decision.failJob { failJob(job.id, reason, into: &write) }
         let counted = if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome { "sent_unreadable" }
             else if decision.result.status == .pending { "retry" }
-            else { decision.result.errorCode ?? decision.result.status.rawValue }
+            else { decision.result.errorCode?.rawValue ?? decision.result.status.rawValue }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
     }
 
@@ -421,11 +421,11 @@ struct DispatchStateMachine {
     }
 
     /// A delivery settled without an FCM answer.
-    private mutating func settle(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: DeliveryStatus, code: String, message: String,
+    private mutating func settle(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: DeliveryStatus, code: DeliveryErrorCode, message: String,
                                  into write: inout Outbox.Batch, actions: inout [Action], now: Date) {
         record(DeliveryQueue.Result(delivery, status: status, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
                                     nextAttempt: now), into: &write)
-        actions.append(.countSend(app: job.appCode, outcome: code, times: 1))
+        actions.append(.countSend(app: job.appCode, outcome: code.rawValue, times: 1))
     }
 
     /// A result for the writer, with the chunk it finishes, if any: a chunk is deleted in the

@@ -10,16 +10,16 @@ public enum SendOutcome: Sendable, Equatable {
     /// duplicate it), but the answer is not what FCM sends; logged and counted apart.
     case sentUnreadable(body: String)
     /// Permanent, and the token is dead: deactivate the device with `reason`.
-    case deadToken(errorCode: String, message: String, reason: DeactivationReason)
+    case deadToken(errorCode: DeliveryErrorCode, message: String, reason: DeactivationReason)
     /// SENDER_ID_MISMATCH: the token belongs to another Firebase project. Deactivated once a send
     /// to the app's project has succeeded; before that, wholesale, it means wrong credentials.
     case senderMismatch(message: String)
     /// THIRD_PARTY_AUTH_ERROR: the app's APNs/web-push credentials in Firebase are wrong.
     case thirdPartyAuth(message: String)
     /// Permanent for this delivery; the token is kept.
-    case failed(errorCode: String, message: String)
+    case failed(errorCode: DeliveryErrorCode, message: String)
     /// Our message itself is refused (400 not about the token): every device would refuse it.
-    case payloadRejected(errorCode: String, message: String)
+    case payloadRejected(errorCode: DeliveryErrorCode, message: String)
     /// The service account may not send for this project (403 PERMISSION_DENIED).
     case permissionDenied(message: String)
     /// 404 without an FcmError: no such project or endpoint (a wrong project id or base URL),
@@ -28,7 +28,7 @@ public enum SendOutcome: Sendable, Equatable {
     /// Our access token expired or was revoked (401 without an FcmError).
     case unauthenticated
     /// Worth retrying; `retryAfter` from the server when it said; `quota` slows the whole app.
-    case transient(errorCode: String, message: String, retryAfter: Duration?, quota: Bool)
+    case transient(errorCode: DeliveryErrorCode, message: String, retryAfter: Duration?, quota: Bool)
     /// Written, and no answer came (the connection died, the deadline passed): FCM may have
     /// delivered it. Retried as transient, spending an attempt: the one way a send can duplicate.
     case noAnswer(message: String)
@@ -46,24 +46,24 @@ public enum SendOutcome: Sendable, Equatable {
         let message = error.message ?? "HTTP \(status)"
         let retry = retryAfter.flatMap(Self.parseRetryAfter)
         switch error.fcmErrorCode {
-        case "UNREGISTERED":
-            return .deadToken(errorCode: "UNREGISTERED", message: message, reason: .unregistered)
-        case "INVALID_ARGUMENT":
+        case .unregistered?:
+            return .deadToken(errorCode: .unregistered, message: message, reason: .unregistered)
+        case .invalidArgument?:
             return error.isAboutToken
-                ? .deadToken(errorCode: "INVALID_ARGUMENT", message: message, reason: .invalidToken)
-                : .payloadRejected(errorCode: "INVALID_ARGUMENT", message: message)
-        case "SENDER_ID_MISMATCH":
+                ? .deadToken(errorCode: .invalidArgument, message: message, reason: .invalidToken)
+                : .payloadRejected(errorCode: .invalidArgument, message: message)
+        case .senderIDMismatch?:
             return .senderMismatch(message: message)
-        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+        case .thirdPartyAuthError?, DeliveryErrorCode(rawValue: "APNS_AUTH_ERROR")?:
             // APNS_AUTH_ERROR is FCM's older name for it: gone from FCM's ErrorCode reference, still
             // mapped to ThirdPartyAuthError by the Admin SDKs.
             return .thirdPartyAuth(message: message)
-        case "QUOTA_EXCEEDED":
+        case .quotaExceeded?:
             // FCM names the rate in a QuotaFailure (and the message): one device's own rate
             // slows that device only; the project's and a topic's message rates the whole app.
-            return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: !error.isDeviceRate)
-        case "UNAVAILABLE", "INTERNAL":
-            return .transient(errorCode: error.fcmErrorCode!, message: message, retryAfter: retry, quota: false)
+            return .transient(errorCode: .quotaExceeded, message: message, retryAfter: retry, quota: !error.isDeviceRate)
+        case let code? where code == .unavailable || code == .internal:
+            return .transient(errorCode: code, message: message, retryAfter: retry, quota: false)
         case let code?:
             // A code this worker does not know is read by its HTTP status, as the Admin SDKs do:
             // retried when the status says so, else this device's failure.
@@ -76,13 +76,13 @@ public enum SendOutcome: Sendable, Equatable {
             break
         }
         switch status {
-        case 400: return .payloadRejected(errorCode: error.status ?? "INVALID_ARGUMENT", message: message)
+        case 400: return .payloadRejected(errorCode: error.status ?? .invalidArgument, message: message)
         case 401: return .unauthenticated
         case 403: return .permissionDenied(message: message)
         case 404: return .notFound(message: message)
-        case 429: return .transient(errorCode: "QUOTA_EXCEEDED", message: message, retryAfter: retry, quota: true)
-        case 408, 500...599: return .transient(errorCode: error.status ?? "HTTP_\(status)", message: message, retryAfter: retry, quota: false)
-        default: return .failed(errorCode: error.status ?? "HTTP_\(status)", message: message)
+        case 429: return .transient(errorCode: .quotaExceeded, message: message, retryAfter: retry, quota: true)
+        case 408, 500...599: return .transient(errorCode: error.status ?? .httpStatus(status), message: message, retryAfter: retry, quota: false)
+        default: return .failed(errorCode: error.status ?? .httpStatus(status), message: message)
         }
     }
 
@@ -99,20 +99,20 @@ public enum SendOutcome: Sendable, Equatable {
 
 /// A google.rpc.Status error body.
 struct GoogleRPCError {
-    var status: String?
+    var status: DeliveryErrorCode?
     var message: String?
-    var fcmErrorCode: String?
+    var fcmErrorCode: DeliveryErrorCode?
     var fieldViolations: [String] = []
     var quotaViolations: [String] = []
 
     init(_ body: JSONValue?) {
         guard let error = body?["error"] else { return }
-        status = error["status"]?.string
+        status = error["status"]?.string.map(DeliveryErrorCode.init(rawValue:))
         message = error["message"]?.string
         for detail in error["details"]?.elements ?? [] {
             switch detail["@type"]?.string {
             case "type.googleapis.com/google.firebase.fcm.v1.FcmError":
-                fcmErrorCode = detail["errorCode"]?.string
+                fcmErrorCode = detail["errorCode"]?.string.map(DeliveryErrorCode.init(rawValue:))
             case "type.googleapis.com/google.rpc.QuotaFailure":
                 quotaViolations += (detail["violations"]?.elements ?? []).compactMap { $0["description"]?.string }
             case "type.googleapis.com/google.rpc.BadRequest":

@@ -155,7 +155,7 @@ struct AudienceExpansionTests {
             let taken = try await Self.queue(client, "b").takeOverChunks(room: 64, excludingApps: [])
             #expect(taken.claimed.count == 36 && taken.claimed.allSatisfy { !$0.jobRunning })
             let ended = taken.claimed.map {
-                DeliveryQueue.Result($0, status: .pending, errorCode: "JOB_ENDED", errorMessage: nil, messageID: nil, attempted: false,
+                DeliveryQueue.Result($0, status: .pending, errorCode: .jobEnded, errorMessage: nil, messageID: nil, attempted: false,
                                      nextAttempt: Date())
             }
             let chunk = try #require(taken.claimed.first?.lease.chunkID)

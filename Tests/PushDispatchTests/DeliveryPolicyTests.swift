@@ -22,7 +22,7 @@ struct DeliveryPolicyTests {
 
     /// Every answer that blames the message, credentials or project rather than the device.
     static let jobBlamingOutcomes: [SendOutcome] = [
-        .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "bad"), .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "HTTP 400"),
+        .payloadRejected(errorCode: .invalidArgument, message: "bad"), .payloadRejected(errorCode: .invalidArgument, message: "HTTP 400"),
         .permissionDenied(message: "denied"), .notFound(message: "HTTP 404"), .unauthenticated, .senderMismatch(message: "mismatch"),
     ]
 
@@ -56,7 +56,7 @@ struct DeliveryPolicyTests {
     @Test func senderMismatchToAProvenProjectDeactivatesTheToken() {
         var policy = DeliveryPolicy(maxAttempts: 5)
         let decision = policy.decide(.senderMismatch(message: "m"), for: Self.claimed(attempts: 0), job: Self.job)
-        #expect(decision.result.errorCode == "SENDER_ID_MISMATCH" && decision.failJob == nil)
+        #expect(decision.result.errorCode == .senderIDMismatch && decision.failJob == nil)
         #expect(decision.deactivate?.reason == .senderIDMismatch)
     }
 
@@ -77,14 +77,14 @@ struct DeliveryPolicyTests {
         var policy = DeliveryPolicy(maxAttempts: 5)
         let now = Date()
         for (retryAfter, expected) in [(0, 0.0), (7, 7), (86_400, 3600)] {
-            let decision = policy.decide(.transient(errorCode: "QUOTA_EXCEEDED", message: "m", retryAfter: .seconds(retryAfter), quota: true),
+            let decision = policy.decide(.transient(errorCode: .quotaExceeded, message: "m", retryAfter: .seconds(retryAfter), quota: true),
                                          for: Self.claimed(attempts: 0), job: Self.job, now: now)
             #expect(decision.result.status == .pending)
             #expect(abs(decision.result.nextAttempt.timeIntervalSince(now) - expected) < 0.001)
             #expect(decision.pauseApp.map(Self.seconds) == expected)
         }
-        let last = policy.decide(.transient(errorCode: "UNAVAILABLE", message: "m", retryAfter: nil, quota: false),
+        let last = policy.decide(.transient(errorCode: .unavailable, message: "m", retryAfter: nil, quota: false),
                                  for: Self.claimed(attempts: 4), job: Self.job, now: now)
-        #expect(last.result.status == .failed && last.result.errorCode == "UNAVAILABLE", "the fifth attempt is the last")
+        #expect(last.result.status == .failed && last.result.errorCode == .unavailable, "the fifth attempt is the last")
     }
 }

@@ -120,7 +120,7 @@ struct DispatchStateMachineTests {
         let actions = try claim(&machine, claimed, jobs: [Self.job(), Self.job(2, account: nil)])
         #expect(Self.sent(actions) == [5, 6])
         let written = Self.written(actions)
-        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode ?? "-") \($0.attempted)" }
+        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
                     == ["1 skipped DEVICE_INACTIVE false", "2 pending JOB_ENDED false", "3 failed NO_CREDENTIALS false", "4 failed NO_CREDENTIALS false"])
         // The job without credentials fails once, not once per device.
         #expect(written.jobFailures.map(\.job) == [2])
@@ -144,7 +144,7 @@ struct DispatchStateMachineTests {
         actions += machine.poll(now: at(1), stopping: false).actions
         // They take no slot: all are settled at once.
         #expect(Self.sent(actions).isEmpty)
-        #expect(Self.written(actions).results.map { "\($0.deviceID) \($0.errorCode ?? "-")" } == ["3 JOB_ENDED", "4 JOB_ENDED", "5 JOB_ENDED", "6 JOB_ENDED"])
+        #expect(Self.written(actions).results.map { "\($0.deviceID) \($0.errorCode?.rawValue ?? "-")" } == ["3 JOB_ENDED", "4 JOB_ENDED", "5 JOB_ENDED", "6 JOB_ENDED"])
         #expect(machine.waiting.isEmpty && machine.running == 1)
     }
 
@@ -154,7 +154,7 @@ struct DispatchStateMachineTests {
         _ = try claim(&machine, chunk)
         let first = Self.written(machine.answered(answer(chunk[0], .answered(.sent(messageID: "m1"), elapsed: .milliseconds(20))), now: at(0)))
         #expect(first.results.map(\.status) == [.sent] && first.results.first?.messageID == "m1" && first.finishedChunks.isEmpty)
-        let last = Self.written(machine.answered(answer(chunk[1], .answered(.deadToken(errorCode: "UNREGISTERED", message: "gone", reason: .unregistered), elapsed: nil)), now: at(0)))
+        let last = Self.written(machine.answered(answer(chunk[1], .answered(.deadToken(errorCode: .unregistered, message: "gone", reason: .unregistered), elapsed: nil)), now: at(0)))
         #expect(last.finishedChunks == [9] && last.deactivations.map(\.deviceID) == [2] && last.touchedJobs == [1])
     }
 
@@ -165,13 +165,13 @@ struct DispatchStateMachineTests {
         let refused = machine.answered(answer(claimed[0], .notSent(reason: "connect: refused", unreachable: true)), now: at(0))
         let retry = Self.written(refused).results.first
         // Pending without an attempt, due when the breaker lets the next probe out.
-        #expect(retry?.status == .pending && retry?.errorCode == "FCM_UNREACHABLE" && retry?.attempted == false)
+        #expect(retry?.status == .pending && retry?.errorCode == .fcmUnreachable && retry?.attempted == false)
         #expect(Self.counted(refused) == ["not_sent"])
         // Nothing is sent or claimed while the breaker is open.
         #expect(machine.poll(now: at(0.05), stopping: false).actions.isEmpty)
         // A send that was written and never answered spends an attempt, counted apart.
         let lost = machine.answered(answer(claimed[1], .answered(.noAnswer(message: "connection closed"), elapsed: nil)), now: at(0.05))
-        #expect(Self.written(lost).results.first.map { "\($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == "pending NO_ANSWER true")
+        #expect(Self.written(lost).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "pending NO_ANSWER true")
         #expect(Self.counted(lost) == ["no_answer"])
         for delivery in claimed[2..<8] { _ = machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06)) }
         // The wait over, one ready delivery goes as the probe (its job checked first).
@@ -192,7 +192,7 @@ struct DispatchStateMachineTests {
         _ = try claim(&machine, claimed)
         _ = machine.answered(answer(claimed[0], .notSent(reason: "connect: refused", unreachable: true)), now: at(0))
         let late = Self.written(machine.answered(answer(claimed[1], .notSent(reason: "connect: refused", unreachable: true), probe: true), now: at(3)))
-        #expect(late.results.first.map { "\($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == "failed FCM_UNREACHABLE false")
+        #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "failed FCM_UNREACHABLE false")
         #expect(late.jobFailures.first?.reason == "app wowa: FCM unreachable for over 2 s: connect: refused")
         #expect(machine.failedJobs == [1])
     }
@@ -215,11 +215,11 @@ struct DispatchStateMachineTests {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2)]
         _ = try claim(&machine, claimed)
-        let quota = machine.answered(answer(claimed[0], .answered(.transient(errorCode: "QUOTA_EXCEEDED", message: "slow down", retryAfter: .seconds(90), quota: true), elapsed: .milliseconds(5))), now: at(0))
+        let quota = machine.answered(answer(claimed[0], .answered(.transient(errorCode: .quotaExceeded, message: "slow down", retryAfter: .seconds(90), quota: true), elapsed: .milliseconds(5))), now: at(0))
         #expect(Self.written(quota).results.first?.attempted == true && Self.counted(quota) == ["retry"])
         #expect(machine.pausedApps(now: at(89)) == [7] && machine.pausedApps(now: at(91)).isEmpty)
         let token = machine.answered(.init(claimed: claimed[1], job: Self.job(), result: .failure(.transient("HTTP 503", retryAfter: .seconds(4))), probe: false), now: at(100))
-        #expect(Self.written(token).results.first.map { "\($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == "pending OAUTH_UNAVAILABLE false")
+        #expect(Self.written(token).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "pending OAUTH_UNAVAILABLE false")
         #expect(machine.pausedApps(now: at(103)) == [7] && machine.pausedApps(now: at(105)).isEmpty)
     }
 
@@ -312,7 +312,7 @@ struct DispatchStateMachineTests {
         let after = machine.poll(now: at(0), stopping: false, date: Date(timeIntervalSince1970: 1_800_000_000)).actions
         #expect(Self.sent(after).isEmpty)
         let written = Self.written(after)
-        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode ?? "-") \($0.attempted)" } == ["1 skipped EXPIRED false", "2 skipped EXPIRED false"])
+        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == ["1 skipped EXPIRED false", "2 skipped EXPIRED false"])
         #expect(written.results.first?.errorMessage == "expired at 2027-01-15T08:00:00.000Z before it was sent")
         #expect(written.finishedChunks == [5])
     }

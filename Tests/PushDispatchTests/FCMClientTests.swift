@@ -57,7 +57,7 @@ struct FCMClientTests {
                 #expect(answers.count == 500)
                 for (index, answer) in answers.enumerated() {
                     if index == 7 {
-                        #expect(answer.outcome == .deadToken(errorCode: "UNREGISTERED", message: "Requested entity was not found.", reason: .unregistered))
+                        #expect(answer.outcome == .deadToken(errorCode: .unregistered, message: "Requested entity was not found.", reason: .unregistered))
                     } else if case .sent(let id) = answer.outcome {
                         #expect(!id.isEmpty && answer.elapsed != nil)
                     } else {

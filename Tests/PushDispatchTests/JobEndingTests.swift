@@ -97,7 +97,7 @@ struct JobEndingTests {
                 let claimed = try await queue.expandAndClaim(audience, limit: 10).claimed
                 #expect(claimed.count == 2)
                 let results = claimed.map {
-                    DeliveryQueue.Result($0, status: .failed, errorCode: "PERMISSION_DENIED", errorMessage: "denied", messageID: nil,
+                    DeliveryQueue.Result($0, status: .failed, errorCode: .permissionDenied, errorMessage: "denied", messageID: nil,
                                          attempted: true, nextAttempt: Date())
                 }
                 let batch = Outbox.Batch(results: results, jobFailures: [(job, "app wowa: denied")],

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import DeviceRegistry
 import Testing
 
 @testable import FCMEmulator
@@ -49,11 +50,11 @@ struct SendOutcomeTests {
     @Test func apnsAuthErrorIsThirdPartyAuthAndUnknownCodesAreReadByStatus() {
         #expect(SendOutcome.classify(status: 401, body: Self.error(401, "APNS_AUTH_ERROR"), retryAfter: nil) == .thirdPartyAuth(message: "m"))
         #expect(SendOutcome.classify(status: 503, body: Self.error(503, "SOMETHING_NEW"), retryAfter: "3")
-                    == .transient(errorCode: "SOMETHING_NEW", message: "m", retryAfter: .seconds(3), quota: false))
+                    == .transient(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m", retryAfter: .seconds(3), quota: false))
         #expect(SendOutcome.classify(status: 429, body: Self.error(429, "SOMETHING_NEW"), retryAfter: nil)
-                    == .transient(errorCode: "SOMETHING_NEW", message: "m", retryAfter: nil, quota: true))
+                    == .transient(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m", retryAfter: nil, quota: true))
         #expect(SendOutcome.classify(status: 400, body: Self.error(400, "SOMETHING_NEW"), retryAfter: nil)
-                    == .failed(errorCode: "SOMETHING_NEW", message: "m"))
+                    == .failed(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m"))
     }
 }
 
@@ -76,19 +77,19 @@ struct FCMAnswerTableTests {
     /// File name (without .json) → outcome.
     static let expected: [String: SendOutcome] = [
         // The emulator's answers.
-        "unregistered": .deadToken(errorCode: "UNREGISTERED", message: "Requested entity was not found.", reason: .unregistered),
-        "invalid-registration-token": .deadToken(errorCode: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token",
+        "unregistered": .deadToken(errorCode: .unregistered, message: "Requested entity was not found.", reason: .unregistered),
+        "invalid-registration-token": .deadToken(errorCode: .invalidArgument, message: "The registration token is not a valid FCM registration token",
                                                  reason: .invalidToken),
-        "invalid-registration-fid": .deadToken(errorCode: "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token",
+        "invalid-registration-fid": .deadToken(errorCode: .invalidArgument, message: "The registration token is not a valid FCM registration token",
                                                reason: .invalidToken),
         "sender-id-mismatch": .senderMismatch(message: "SenderId mismatch"),
         "third-party-auth-error": .thirdPartyAuth(message: "Auth error from APNS or Web Push Service"),
         // One device's rate: that delivery waits, the app goes on.
-        "quota-exceeded": .transient(errorCode: "QUOTA_EXCEEDED", message: "Device message rate exceeded.", retryAfter: nil, quota: false),
+        "quota-exceeded": .transient(errorCode: .quotaExceeded, message: "Device message rate exceeded.", retryAfter: nil, quota: false),
         // No FcmError: a quota answer by its status, as the SDKs read it.
-        "rate-limit-exceeded": .transient(errorCode: "QUOTA_EXCEEDED", message: projectQuotaMessage, retryAfter: nil, quota: true),
-        "unavailable": .transient(errorCode: "UNAVAILABLE", message: "The service is currently unavailable.", retryAfter: nil, quota: false),
-        "internal": .transient(errorCode: "INTERNAL", message: "Internal error encountered.", retryAfter: nil, quota: false),
+        "rate-limit-exceeded": .transient(errorCode: .quotaExceeded, message: projectQuotaMessage, retryAfter: nil, quota: true),
+        "unavailable": .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
+        "internal": .transient(errorCode: .internal, message: "Internal error encountered.", retryAfter: nil, quota: false),
         "unauthenticated": .unauthenticated,
         "insufficient-scopes": .permissionDenied(message: "Request had insufficient authentication scopes."),
         // The others.
@@ -97,36 +98,36 @@ struct FCMAnswerTableTests {
         "success-unreadable": .sentUnreadable(body: unreadableHTML),
         "success-truncated": .sentUnreadable(body: #"{"name": "projects/wowa-7/mess"#),
         // Only the message says it is about the token (FCM's own example of an invalid token).
-        "invalid-registration-token-documented": .deadToken(errorCode: "INVALID_ARGUMENT",
+        "invalid-registration-token-documented": .deadToken(errorCode: .invalidArgument,
                                                             message: "The registration token is not a valid FCM registration token",
                                                             reason: .invalidToken),
         // Only the BadRequest field does.
-        "invalid-registration-token-field-only": .deadToken(errorCode: "INVALID_ARGUMENT", message: "Request contains an invalid argument.",
+        "invalid-registration-token-field-only": .deadToken(errorCode: .invalidArgument, message: "Request contains an invalid argument.",
                                                             reason: .invalidToken),
-        "invalid-argument-data-value": .payloadRejected(errorCode: "INVALID_ARGUMENT",
+        "invalid-argument-data-value": .payloadRejected(errorCode: .invalidArgument,
                                                         message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"),
-        "invalid-argument-reserved-data-key": .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "Invalid data payload key: from"),
-        "invalid-argument-without-details": .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "Request contains an invalid argument."),
+        "invalid-argument-reserved-data-key": .payloadRejected(errorCode: .invalidArgument, message: "Invalid data payload key: from"),
+        "invalid-argument-without-details": .payloadRejected(errorCode: .invalidArgument, message: "Request contains an invalid argument."),
         // Whether one device's such answer may end a job is the delivery policy's rule, not this table's.
-        "bare-400": .payloadRejected(errorCode: "INVALID_ARGUMENT", message: "HTTP 400"),
+        "bare-400": .payloadRejected(errorCode: .invalidArgument, message: "HTTP 400"),
         "bare-404": .notFound(message: "HTTP 404"),
         "not-found-without-fcm-error": .notFound(message: "Requested entity was not found."),
         "apns-auth-error": .thirdPartyAuth(message: "Auth error from APNS or Web Push Service"),
         "permission-denied": .permissionDenied(
             message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/wowa-7' (or it may not exist)."),
         "unauthenticated-missing-credential": .unauthenticated,
-        "unavailable-with-retry-after": .transient(errorCode: "UNAVAILABLE", message: "The service is currently unavailable.",
+        "unavailable-with-retry-after": .transient(errorCode: .unavailable, message: "The service is currently unavailable.",
                                                    retryAfter: .seconds(30), quota: false),
-        "quota-exceeded-with-retry-after": .transient(errorCode: "QUOTA_EXCEEDED", message: "Device message rate exceeded.",
+        "quota-exceeded-with-retry-after": .transient(errorCode: .quotaExceeded, message: "Device message rate exceeded.",
                                                       retryAfter: .seconds(7), quota: false),
         // The project's message rate: the whole app slows down.
-        "quota-exceeded-message-rate": .transient(errorCode: "QUOTA_EXCEEDED", message: "Message rate exceeded.", retryAfter: nil, quota: true),
-        "internal-bare-500": .transient(errorCode: "HTTP_500", message: "HTTP 500", retryAfter: nil, quota: false),
-        "proxy-502-html": .transient(errorCode: "HTTP_502", message: "HTTP 502", retryAfter: nil, quota: false),
-        "unknown-fcm-code-400": .failed(errorCode: "SOME_NEW_CODE", message: "A code FCM may add one day."),
-        "unknown-fcm-code-429": .transient(errorCode: "SOME_NEW_CODE", message: "A code FCM may add one day.", retryAfter: .seconds(7), quota: true),
-        "unknown-fcm-code-503": .transient(errorCode: "SOME_NEW_CODE", message: "A code FCM may add one day.", retryAfter: nil, quota: false),
-        "unspecified-error-500": .transient(errorCode: "UNSPECIFIED_ERROR", message: "Internal error encountered.", retryAfter: nil, quota: false),
+        "quota-exceeded-message-rate": .transient(errorCode: .quotaExceeded, message: "Message rate exceeded.", retryAfter: nil, quota: true),
+        "internal-bare-500": .transient(errorCode: .httpStatus(500), message: "HTTP 500", retryAfter: nil, quota: false),
+        "proxy-502-html": .transient(errorCode: .httpStatus(502), message: "HTTP 502", retryAfter: nil, quota: false),
+        "unknown-fcm-code-400": .failed(errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day."),
+        "unknown-fcm-code-429": .transient(errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day.", retryAfter: .seconds(7), quota: true),
+        "unknown-fcm-code-503": .transient(errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day.", retryAfter: nil, quota: false),
+        "unspecified-error-500": .transient(errorCode: DeliveryErrorCode(rawValue: "UNSPECIFIED_ERROR"), message: "Internal error encountered.", retryAfter: nil, quota: false),
     ]
 
     static func answer(_ name: String) throws -> FCMAnswer {

@@ -280,9 +280,9 @@ public struct JobDirectory: Sendable {
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
-        let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, String, String, String?) = switch ending {
-        case .cancelled: (.cancelled, .skipped, "CANCELLED", "the job was cancelled", nil)
-        case .failed(let reason): (.failed, .failed, "JOB_FAILED", reason, reason)
+        let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, DeliveryErrorCode, String, String?) = switch ending {
+        case .cancelled: (.cancelled, .skipped, .cancelled, "the job was cancelled", nil)
+        case .failed(let reason): (.failed, .failed, .jobFailed, reason, reason)
         }
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
