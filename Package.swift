@@ -93,6 +93,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 // The admin console's templates.
                 .product(name: "Mustache", package: "swift-mustache"),
+                // The console's compose preview is the FCM request the worker's own PreparedMessage writes.
+                "PushDispatch",
             ],
             resources: [.copy("openapi.yaml"), .copy("Console/Templates"), .copy("Console/Assets")]
         ),

@@ -26,6 +26,7 @@ struct ConsoleController {
         console.get("jobs/:id", use: job)
         console.get("jobs/:id/cancel", use: cancelConfirmation)
         console.post("jobs/:id/cancel", use: cancel)
+        addComposeRoutes(to: console)
     }
 
     // MARK: sessions

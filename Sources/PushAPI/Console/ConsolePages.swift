@@ -24,7 +24,7 @@ struct ConsolePages: Sendable {
                 throw .invalid(name, "\(error)")
             }
         }
-        for required in ["head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress"]
+        for required in ["head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress", "compose"]
         where library.getTemplate(named: required) == nil {
             throw .missing("the template \(required).mustache")
         }
@@ -68,13 +68,14 @@ enum ConsolePagesError: Error, CustomStringConvertible {
 /// What the frame around every page needs: its title, the navigation (for a signed-in admin)
 /// with the current page marked, and the sign-out form's CSRF token.
 struct PageChrome {
-    enum Section { case overview, jobs, none }
+    enum Section { case overview, jobs, compose, none }
 
     let title: String
     let signedIn: Bool
     let csrf: String
     let onOverview: Bool
     let onJobs: Bool
+    let onCompose: Bool
     /// Reload the page every few seconds (a job still running): live without any script.
     let autoRefresh: Bool
 
@@ -84,6 +85,7 @@ struct PageChrome {
         self.csrf = csrf ?? ""
         self.onOverview = section == .overview
         self.onJobs = section == .jobs
+        self.onCompose = section == .compose
         self.autoRefresh = autoRefresh
     }
 }
