@@ -35,7 +35,7 @@ struct TokenMint {
         let signature: Data
         switch key {
         case .hmac(let secret):
-            signature = Data(HMAC<SHA256>.authenticationCode(for: input, using: SymmetricKey(data: Data(secret.utf8))))
+            signature = hmac(input, secret: secret)
         case .rsa(let rsa):
             signature = try! rsa.signature(for: input, padding: .insecurePKCS1v1_5).rawRepresentation
         case .ec(let ec):
@@ -44,6 +44,11 @@ struct TokenMint {
             signature = Data()
         }
         return "\(header).\(payload).\(base64URL(signature))"
+    }
+
+    /// HS256 over any signing input, also one no well-formed token has.
+    static func hmac(_ input: Data, secret: String = secret) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: input, using: SymmetricKey(data: Data(secret.utf8))))
     }
 
     static func base64URL(_ data: Data) -> String {

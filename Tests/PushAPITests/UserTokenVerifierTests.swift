@@ -2,24 +2,6 @@ import Foundation
 @testable import PushAPI
 import Testing
 
-@Suite("base64url segments")
-struct Base64URLTests {
-    @Test func decodesEveryLengthOfUnpaddedInput() {
-        var random = SystemRandomNumberGenerator()
-        for length in 0..<40 {
-            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
-            let encoded = Data(bytes).base64EncodedString()
-                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-            #expect(Base64URL.decode(ArraySlice(encoded.utf8)) == bytes, "length \(length)")
-        }
-    }
-
-    @Test(arguments: ["QQ==", "QQ=", "Q", "QR", "a+b/", "ab c", "ab.c"])
-    func refusesPaddingForeignCharactersAndStrayBits(_ segment: String) {
-        #expect(Base64URL.decode(ArraySlice(segment.utf8)) == nil)
-    }
-}
-
 @Suite("Access token claims")
 struct AccessTokenClaimTests {
     let verifier: UserTokenVerifier
@@ -28,8 +10,8 @@ struct AccessTokenClaimTests {
         verifier = try await UserTokenVerifier(.init(hmacSecret: TokenMint.secret, audience: "push"))
     }
 
-    func verify(_ claims: [String: Any]) throws(UserTokenVerifier.Failure) -> AppUser {
-        try verifier.verify(TokenMint.sign(claims))
+    func verify(_ claims: [String: Any], now: Date = Date()) throws(UserTokenVerifier.Failure) -> AppUser {
+        try verifier.verify(TokenMint.sign(claims), now: now)
     }
 
     @Test func acceptsFractionalDatesAndAnAudienceArray() throws {
@@ -49,6 +31,18 @@ struct AccessTokenClaimTests {
         }
         #expect(throws: UserTokenVerifier.Failure.expired) { try verify(base.merging(["exp": exp - 120]) { $1 }) }
         #expect(throws: UserTokenVerifier.Failure.wrongAudience) { try verify(base.merging(["aud": ["a", "b"]]) { $1 }) }
+        // A null claim is an absent one.
+        #expect(throws: UserTokenVerifier.Failure.missingExpiry) { try verify(base.merging(["exp": NSNull()]) { $1 }) }
+        #expect(throws: UserTokenVerifier.Failure.wrongAudience) { try verify(base.merging(["aud": NSNull()]) { $1 }) }
+    }
+
+    @Test func expiresAtExpAndIsValidFromNbf() throws {
+        let at = Date(timeIntervalSince1970: 2_000_000_000)
+        let claims: [String: Any] = ["userId": 7, "appId": 3, "exp": 2_000_000_060, "nbf": 2_000_000_000, "aud": "push"]
+        #expect(try verify(claims, now: at) == AppUser(userID: 7, appID: 3))
+        #expect(throws: UserTokenVerifier.Failure.notYetValid) { try verify(claims, now: at.addingTimeInterval(-0.5)) }
+        #expect(try verify(claims, now: at.addingTimeInterval(59.5)) == AppUser(userID: 7, appID: 3))
+        #expect(throws: UserTokenVerifier.Failure.expired) { try verify(claims, now: at.addingTimeInterval(60)) }
     }
 
     @Test func refusesTokensThatAreNotThreeUnpaddedSegments() {
@@ -60,5 +54,41 @@ struct AccessTokenClaimTests {
                       "e30.\(parts[1]).\(parts[2])", ".."] {
             #expect(throws: UserTokenVerifier.Failure.malformed, "\(token)") { try verifier.verify(token) }
         }
+    }
+
+    /// Each segment has one spelling: unpadded base64url whose last character has no stray bits
+    /// (jwt-kit's own decoder would take the others). A changed header or claims segment is
+    /// signed again, so that only its spelling can be refused.
+    @Test func refusesPaddingForeignCharactersAndStrayBitsInEverySegment() throws {
+        let exp = Int(Date().timeIntervalSince1970) + 60
+        // Three claims segments, one per length that leaves unused bits in the last character or none.
+        for userID in [7, 70, 700] {
+            let parts = TokenMint.sign(["userId": userID, "appId": 3, "exp": exp, "aud": "push"]).split(separator: ".").map(String.init)
+            #expect(try verifier.verify(parts.joined(separator: ".")) == AppUser(userID: Int64(userID), appID: 3))
+            for index in parts.indices {
+                let segment = parts[index]
+                var spellings = ["\(segment)=", "\(segment)==", "+\(segment.dropFirst())", "/\(segment.dropFirst())",
+                                 "\(segment.prefix(4)) \(segment.dropFirst(5))"]
+                if let stray = Self.withStrayBit(segment) { spellings.append(stray) }
+                for spelling in spellings {
+                    var token = parts
+                    token[index] = spelling
+                    if index < 2 {
+                        token[2] = TokenMint.base64URL(TokenMint.hmac(Data("\(token[0]).\(token[1])".utf8)))
+                    }
+                    #expect(throws: UserTokenVerifier.Failure.malformed, "segment \(index): \(spelling)") {
+                        try verifier.verify(token.joined(separator: "."))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The segment with the lowest unused bit of its last character set (the same bytes to a
+    /// decoder that ignores those bits), or nil when the last character has no unused bits.
+    static func withStrayBit(_ segment: String) -> String? {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        guard segment.count % 4 > 1, let last = segment.last, let value = alphabet.firstIndex(of: last) else { return nil }
+        return segment.dropLast() + String(alphabet[value | 1])
     }
 }

@@ -15,6 +15,7 @@
 #   USERS=20000         distinct users (JWTs) driven by wrk
 #   SEED_DEVICES=200000 devices already registered when each phase starts
 #   SKIP_BUILD=1        use the existing .build/release binaries
+#   BIN_DIR=dir         with SKIP_BUILD=1: take push-api and pushctl from dir (A/B runs against a kept build)
 #   DATABASE_URL=...    use this database instead of a local one in bench/out/pg
 #   PG_PORT=55432       port of the local PostgreSQL   API_PORT=18080
 #   API_POOL_MAX=8      push-api's database connections (DATABASE_URL's ?pool_max=; see README.md)
@@ -44,7 +45,7 @@ USERS=${USERS:-20000}
 PG_PORT=${PG_PORT:-55432}
 API_PORT=${API_PORT:-18080}
 API_POOL_MAX=${API_POOL_MAX:-8}
-BIN=${BIN_DIR:-.build/release}   # BIN_DIR: only to test this script with stand-ins
+BIN=${BIN_DIR:-.build/release}   # BIN_DIR: another build's push-api and pushctl (with SKIP_BUILD=1), for A/B runs
 
 # Targets.
 TARGET_RPS=3000
