@@ -10,6 +10,9 @@ public struct App: Sendable, Equatable {
     public let fcmProjectID: String?
     public let fcmClientEmail: String?
     public let hasCredentials: Bool
+    /// A send to `fcmProjectID` has succeeded (`apps.fcm_proven_project_id` is that project):
+    /// the credentials reach the project, and FCM's SENDER_ID_MISMATCH is believed about devices.
+    public let isProjectProven: Bool
     public let createdAt: Date
     /// First sends per second across all workers; nil: unlimited.
     public let maxSendsPerSecond: Int?
@@ -116,13 +119,15 @@ public struct AppDirectory: Sendable {
         return false
     }
 
-    private typealias Row = (Int64, String, String, String?, String?, Bool, Date, Int?)
-    private static let columns =
-        "id, code, name, fcm_project_id, fcm_client_email, fcm_private_key IS NOT NULL, created_at, max_sends_per_second"
+    private typealias Row = (Int64, String, String, String?, String?, Bool, Bool, Date, Int?)
+    private static let columns = """
+        id, code, name, fcm_project_id, fcm_client_email, fcm_private_key IS NOT NULL,
+        COALESCE(fcm_proven_project_id = fcm_project_id, false), created_at, max_sends_per_second
+        """
 
     private static func app(_ row: Row) -> App {
         App(id: row.0, code: row.1, name: row.2, fcmProjectID: row.3, fcmClientEmail: row.4,
-            hasCredentials: row.5, createdAt: row.6, maxSendsPerSecond: row.7)
+            hasCredentials: row.5, isProjectProven: row.6, createdAt: row.7, maxSendsPerSecond: row.8)
     }
 
     private static func first(_ rows: PostgresRowSequence) async throws -> App? {

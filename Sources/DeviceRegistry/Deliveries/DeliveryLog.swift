@@ -36,13 +36,17 @@ public struct DeliveryFilter: Sendable, Equatable {
     public var status: DeliveryStatus?
     /// Deliveries changed at or after this time.
     public var since: Date?
+    /// One device's deliveries (`push_devices.id`), read through its index of deliveries by device.
+    public var deviceID: Int64?
 
-    public init(jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: DeliveryStatus? = nil, since: Date? = nil) {
+    public init(jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: DeliveryStatus? = nil, since: Date? = nil,
+                deviceID: Int64? = nil) {
         self.jobID = jobID
         self.userID = userID
         self.appCode = appCode
         self.status = status
         self.since = since
+        self.deviceID = deviceID
     }
 }
 
@@ -78,10 +82,17 @@ public struct DeliveryLog: Sendable {
         return Page(deliveries: deliveries, nextCursor: deliveries.last?.id)
     }
 
+    /// The app is matched by its id, looked up first, not by the joined `apps.code`: `apps` is too
+    /// small for autovacuum ever to analyze it, and without statistics the planner takes an app's
+    /// code for a rare match and sorts all of the app's deliveries (seconds at a million) instead
+    /// of walking the primary key back to the page it needs.
+    ///
     /// Calls `body` for each matching delivery as the rows arrive, without holding them: a
-    /// whole campaign's log streams through in constant memory.
+    /// whole campaign's log streams through in constant memory. The next rows are read only as
+    /// `body` returns, so a body that awaits a slow reader (an HTTP download) holds the query back
+    /// instead of buffering what it has not written yet.
     public func each(_ filter: DeliveryFilter, below cursor: Int64? = nil, limit: Int? = nil,
-                     _ body: (DeliveryRecord) throws -> Void) async throws {
+                     _ body: (DeliveryRecord) async throws -> Void) async throws {
         let rows = try await client.query(
             """
             SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
@@ -91,16 +102,17 @@ public struct DeliveryLog: Sendable {
               JOIN apps a ON a.id = v.app_id
              WHERE (\(filter.jobID)::bigint IS NULL OR d.job_id = \(filter.jobID))
                AND (\(filter.userID)::bigint IS NULL OR v.user_id = \(filter.userID))
-               AND (\(filter.appCode)::text IS NULL OR a.code = \(filter.appCode))
+               AND (\(filter.appCode)::text IS NULL OR v.app_id = (SELECT id FROM apps WHERE code = \(filter.appCode)))
                AND (\(filter.status)::text IS NULL OR d.status = \(filter.status))
                AND (\(filter.since)::timestamptz IS NULL OR d.updated_at >= \(filter.since))
+               AND (\(filter.deviceID)::bigint IS NULL OR d.device_id = \(filter.deviceID))
                AND (\(cursor)::bigint IS NULL OR d.id < \(cursor))
              ORDER BY d.id DESC
              LIMIT \(limit)
             """, logger: logger)
         typealias Row = (Int64, Int64, Int64, Int64, String, Platform, String, DeliveryStatus, String?, String?, String?, Int, Date, Date)
         for try await row in rows.decode(Row.self) {
-            try body(DeliveryRecord(
+            try await body(DeliveryRecord(
                 id: row.0, jobID: row.1, deviceID: row.2, userID: row.3, appCode: row.4, platform: row.5,
                 maskedToken: maskedToken(row.6), status: row.7, errorCode: row.8, errorMessage: row.9,
                 fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13))
