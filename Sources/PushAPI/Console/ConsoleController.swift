@@ -27,6 +27,7 @@ struct ConsoleController {
         console.get("jobs/:id/cancel", use: cancelConfirmation)
         console.post("jobs/:id/cancel", use: cancel)
         addComposeRoutes(to: console)
+        addDeliveriesDevicesAndAppsRoutes(to: console)
     }
 
     // MARK: sessions

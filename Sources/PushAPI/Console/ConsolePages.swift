@@ -24,7 +24,8 @@ struct ConsolePages: Sendable {
                 throw .invalid(name, "\(error)")
             }
         }
-        for required in ["head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress", "compose"]
+        for required in ["head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress", "compose",
+                         "deliveries", "devices", "apps"]
         where library.getTemplate(named: required) == nil {
             throw .missing("the template \(required).mustache")
         }
@@ -68,7 +69,7 @@ enum ConsolePagesError: Error, CustomStringConvertible {
 /// What the frame around every page needs: its title, the navigation (for a signed-in admin)
 /// with the current page marked, and the sign-out form's CSRF token.
 struct PageChrome {
-    enum Section { case overview, jobs, compose, none }
+    enum Section { case overview, jobs, compose, deliveries, devices, apps, none }
 
     let title: String
     let signedIn: Bool
@@ -76,6 +77,9 @@ struct PageChrome {
     let onOverview: Bool
     let onJobs: Bool
     let onCompose: Bool
+    let onDeliveries: Bool
+    let onDevices: Bool
+    let onApps: Bool
     /// Reload the page every few seconds (a job still running): live without any script.
     let autoRefresh: Bool
 
@@ -86,6 +90,9 @@ struct PageChrome {
         self.onOverview = section == .overview
         self.onJobs = section == .jobs
         self.onCompose = section == .compose
+        self.onDeliveries = section == .deliveries
+        self.onDevices = section == .devices
+        self.onApps = section == .apps
         self.autoRefresh = autoRefresh
     }
 }
