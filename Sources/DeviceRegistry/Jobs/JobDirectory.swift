@@ -205,18 +205,23 @@ public struct JobDirectory: Sendable {
         return try await summaries(client.query(
             """
             \(unescaped: Self.select)
-             WHERE (\(filter.status)::text IS NULL OR j.status = \(filter.status))
-               AND (\(filter.appCode)::text IS NULL OR a.code = \(filter.appCode))
-               AND (\(campaign)::boolean IS NULL OR (j.user_ids IS NULL) = \(campaign))
-               AND (\(filter.priority)::text IS NULL OR j.priority = \(filter.priority))
-               AND (\(cursor)::bigint IS NULL OR j.id < \(cursor))
-            \(unescaped: Self.groupBy) ORDER BY j.id DESC LIMIT \(limit)
+             WHERE j.id IN (
+                   -- The page's jobs first: counting deliveries for every job before the LIMIT
+                   -- read the whole delivery log (1.2 s over a million rows).
+                   SELECT p.id FROM push_jobs p JOIN apps pa ON pa.id = p.app_id
+                    WHERE (\(filter.status)::text IS NULL OR p.status = \(filter.status))
+                      AND (\(filter.appCode)::text IS NULL OR pa.code = \(filter.appCode))
+                      AND (\(campaign)::boolean IS NULL OR (p.user_ids IS NULL) = \(campaign))
+                      AND (\(filter.priority)::text IS NULL OR p.priority = \(filter.priority))
+                      AND (\(cursor)::bigint IS NULL OR p.id < \(cursor))
+                    ORDER BY p.id DESC LIMIT \(limit))
+             ORDER BY j.id DESC
             """,
             logger: logger))
     }
 
     public func job(_ id: Int64) async throws -> JobSummary? {
-        try await summaries(client.query("\(unescaped: Self.select) WHERE j.id = \(id)\(unescaped: Self.groupBy)", logger: logger)).first
+        try await summaries(client.query("\(unescaped: Self.select) WHERE j.id = \(id)", logger: logger)).first
     }
 
     /// What a job sends and to whom, as stored; nil for an unknown id.
@@ -347,22 +352,25 @@ public struct JobDirectory: Sendable {
                         (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
                           WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
                -- Nothing expanded, nothing left to expand: the audience was never counted.
-               CASE WHEN j.finished_at IS NOT NULL AND NOT j.audience_complete AND count(d.id) + u.devices = 0 THEN NULL
-                    ELSE (count(d.id) + u.devices)::int END,
-               count(d.id) FILTER (WHERE d.status = 'sent')::int,
-               count(d.id) FILTER (WHERE d.status = 'failed')::int,
-               count(d.id) FILTER (WHERE d.status = 'skipped')::int,
-               count(d.id) FILTER (WHERE d.status = 'skipped' AND d.error_code = 'EXPIRED')::int,
-               (count(d.id) FILTER (WHERE d.status = 'pending') + u.devices)::int
+               CASE WHEN j.finished_at IS NOT NULL AND NOT j.audience_complete AND c.rows + u.devices = 0 THEN NULL
+                    ELSE (c.rows + u.devices)::int END,
+               c.sent::int, c.failed::int, c.skipped::int, c.expired::int, (c.pending + u.devices)::int
           FROM push_jobs j JOIN apps a ON a.id = j.app_id
                -- Workers expand an audience as they send it, and write a delivery's row with its
                -- result: the part not expanded yet and the part in flight are pending too.
                CROSS JOIN LATERAL (SELECT push_job_unexpanded(j.status, j.audience_complete, j.app_id, j.user_ids, j.platforms,
                                                               j.audience_cursor)
                                           + push_job_in_flight(j.id) AS devices) u
-               LEFT JOIN push_deliveries d ON d.job_id = j.id
+               -- Counted per job, beside it: a join and GROUP BY evaluated the functions above
+               -- once per delivery row.
+               CROSS JOIN LATERAL (SELECT count(*) AS rows,
+                                          count(*) FILTER (WHERE d.status = 'sent') AS sent,
+                                          count(*) FILTER (WHERE d.status = 'failed') AS failed,
+                                          count(*) FILTER (WHERE d.status = 'skipped') AS skipped,
+                                          count(*) FILTER (WHERE d.status = 'skipped' AND d.error_code = 'EXPIRED') AS expired,
+                                          count(*) FILTER (WHERE d.status = 'pending') AS pending
+                                     FROM push_deliveries d WHERE d.job_id = j.id) c
         """
-    private static let groupBy = " GROUP BY j.id, a.code, u.devices"
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []

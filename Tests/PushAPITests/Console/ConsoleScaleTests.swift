@@ -7,10 +7,12 @@ import Testing
 import TestSupport
 import WireFormats
 
-/// The deliveries, devices and apps pages over a million deliveries: each answers in under
-/// 100 ms, because each reads the indexes the admin API reads (the primary key backwards, the
-/// deliveries by job and by device, the devices by app and user), never the whole table.
-@Suite("Console pages at scale")
+/// The console's pages over a million deliveries, against issue 26's budget of 100 ms a page:
+/// each should read the indexes the admin API reads (the primary key backwards, the deliveries by
+/// job and by device, the devices by app and user), never the whole table. A measurement, not a
+/// check of the suite (a shared machine's timings are not a test): it runs only with
+/// CONSOLE_BENCH=1, from bench/console/run.sh on a release build (docs/benchmarks.md).
+@Suite("Console pages at scale", .enabled(if: ProcessInfo.processInfo.environment["CONSOLE_BENCH"] != nil))
 struct ConsoleScaleTests {
     static let budget: Duration = .milliseconds(100)
 
@@ -52,6 +54,10 @@ struct ConsoleScaleTests {
         #expect(try await fixture.database.text("SELECT count(*)::text FROM push_deliveries") == "1000000")
         let since = WireJSON.formatted(Date().addingTimeInterval(-24 * 3600))
         let pages = [
+            "/console",
+            "/console/jobs",
+            "/console/jobs?status=completed",
+            "/console/jobs/\(middleJob)",
             "/console/deliveries",
             "/console/deliveries?app=wowa",
             "/console/deliveries?job=\(middleJob)",
@@ -78,6 +84,7 @@ struct ConsoleScaleTests {
                     best = min(best, clock.now - started)
                 }
                 #expect(status == .ok, "\(uri)")
+                print("console page \(best < Self.budget ? "within" : "OVER") 100 ms: \(best) \(uri)")
                 #expect(best < Self.budget, "\(uri) took \(best)")
             }
         }
