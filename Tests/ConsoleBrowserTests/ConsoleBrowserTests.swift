@@ -1,4 +1,7 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
+import NIOFoundationCompat
 import Testing
 import TestSupport
 
@@ -147,6 +150,71 @@ struct ConsoleBrowserTests {
         #expect(try await browser.findAll("main img, main script").isEmpty)
     }
 
+    /// Queues a notification to `users` through the compose form and waits for its job page to
+    /// show it completed; returns the job id.
+    func composeAndWait(_ stack: ConsoleStack, users: String, title: String) async throws -> Int64 {
+        let browser = stack.browser
+        try await stack.open("/compose?app=demo")
+        try await browser.type(users, into: "#userIds")
+        try await browser.type(title, into: "#title")
+        try await browser.clickToNavigate("button[value=send]")
+        let url = try await browser.currentURL()
+        let job = try #require(url.firstMatch(of: /\/console\/jobs\/(\d+)$/).flatMap { Int64($0.1) }, "\(url)")
+        let done = try await browser.wait(for: .seconds(20)) { try await browser.text(of: "h1").hasSuffix("completed") }
+        #expect(done, "job \(job) did not complete")
+        return job
+    }
+
+    @Test func aDeviceDeactivatedAsUnregisteredShowsWhyAndAHostileDeviceIdStaysText() async throws {
+        let stack = try ConsoleStack.shared()
+        try await stack.signIn()
+        let browser = stack.browser
+        let payload = #"pixel"><img src=x onerror="alert('device')"><script>alert(1)</script>"#
+        // The emulator answers UNREGISTERED for these tokens, and the worker deactivates the device.
+        try await stack.register(token: "unregistered-browser-\(UUID().uuidString.prefix(8))", user: 300, deviceID: payload)
+        _ = try await composeAndWait(stack, users: "300", title: "To a dead token")
+        try await stack.open("/devices?app=demo&user=300")
+        let reason = try await browser.text(of: ".deactivation")
+        #expect(reason.contains("unregistered"), "\(reason)")
+        #expect(try await browser.text(of: "main").contains(payload), "the device id shows as the text it is")
+        #expect(try await browser.openDialogText() == nil)
+        #expect(try await browser.findAll("main img, main script").isEmpty)
+    }
+
+    @Test func deliveriesFilteredByJobAndStatusAndExportedAsCSV() async throws {
+        let stack = try ConsoleStack.shared()
+        try await stack.signIn()
+        let browser = stack.browser
+        let (dead, live) = ("unregistered-csv-\(UUID().uuidString.prefix(8))", "browser-csv-\(UUID().uuidString.prefix(8))")
+        try await stack.register(token: dead, user: 310)
+        try await stack.register(token: live, user: 311)
+        let job = try await composeAndWait(stack, users: "310, 311", title: "Audit me")
+        try await stack.open("/deliveries")
+        try await browser.type("\(job)", into: "#job")
+        try await browser.execute("document.querySelector('#status').value = 'failed'")
+        try await browser.clickToNavigate("form.filters button[type=submit]")
+        let rows = try await browser.findAll("main tbody tr")
+        #expect(rows.count == 1, "the failed delivery of job \(job) only")
+        let row = try await browser.text(rows[0])
+        #expect(row.contains("UNREGISTERED") && row.contains("310") && !row.contains(dead), "tokens masked: \(row)")
+
+        // The export link of this filter, fetched with the browser's session cookie.
+        let href = try #require(try await browser.property("href", of: try await browser.find("a[download]")) as? String)
+        #expect(href.contains("job=\(job)") && href.contains("status=failed"))
+        let session = try #require(try await browser.cookies().first { $0["name"] as? String == "push_console_session" }?["value"] as? String)
+        var request = HTTPClientRequest(url: href)
+        request.headers.add(name: "Cookie", value: "push_console_session=\(session)")
+        let response = try await stack.https.execute(request, timeout: .seconds(10))
+        #expect(response.headers.first(name: "Content-Type")?.hasPrefix("text/csv") == true)
+        let csv = String(buffer: try await response.body.collect(upTo: 1 << 20))
+        let lines = csv.split(whereSeparator: \.isNewline)
+        #expect(lines.count == 2, "\(csv)")
+        #expect(lines.first?.hasPrefix("id,job_id,user_id,app,platform,token,status,attempts,updated_at,error_code") == true)
+        let cells = lines.last.map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) } ?? []
+        #expect(cells.count > 9 && cells[1] == "\(job)" && cells[2] == "310" && cells[6] == "failed" && cells[9] == "UNREGISTERED", "\(csv)")
+        #expect(!csv.contains(dead) && !csv.contains(live))
+    }
+
     /// The main pages as an admin sees them, at a laptop's width: written to the folder
     /// `CONSOLE_SCREENSHOTS` names (docs/images for the docs), else only checked to be images.
     @Test func screenshotsOfTheMainPages() async throws {
@@ -155,7 +223,8 @@ struct ConsoleBrowserTests {
         let browser = stack.browser
         let job = try await stack.text("SELECT max(id)::text FROM push_jobs WHERE status = 'completed' AND platforms IS NOT NULL")
         var shots: [(String, Data)] = []
-        for (name, path) in [("console-overview", ""), ("console-jobs", "/jobs"), ("console-job", "/jobs/\(job)")] {
+        for (name, path) in [("console-overview", ""), ("console-jobs", "/jobs"), ("console-job", "/jobs/\(job)"),
+                             ("console-deliveries", "/deliveries"), ("console-devices", "/devices?app=demo&user=300")] {
             try await stack.open(path)
             shots.append((name, try await browser.fullPageScreenshot()))
         }
