@@ -67,8 +67,9 @@ final class AccountRegistry: Sendable {
         state.withLock { state in
             // Drop expired tokens here, on the rare mint path, so the send path never has to.
             state.accessTokens = state.accessTokens.filter { $0.value.expiresAt > now }
-            state.accessTokens[token] = IssuedAccessToken(clientEmail: clientEmail, expiresAt: now + tokenLifetime,
-                                                          maySend: scopes.contains(where: Self.sendScopes.contains))
+            state.accessTokens[token] = IssuedAccessToken(
+                clientEmail: clientEmail, expiresAt: now + tokenLifetime,
+                maySend: scopes.contains(where: Self.sendScopes.contains))
         }
         return token
     }

@@ -50,9 +50,11 @@ struct AdminAPI: Sendable {
         }
         group.post("script") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
-            guard let script = JSONParser.object(Data(buffer: body), strings: ["token", "token_prefix", "outcome"],
-                                                 integers: ["times", "retry_after", "delay_ms"]),
-                  let outcomeName = script["outcome"]?.string
+            guard
+                let script = JSONParser.object(
+                    Data(buffer: body), strings: ["token", "token_prefix", "outcome"],
+                    integers: ["times", "retry_after", "delay_ms"]),
+                let outcomeName = script["outcome"]?.string
             else {
                 return Self.badRequest("expected {\"token\" or \"token_prefix\", \"outcome\", \"times\"?, \"retry_after\"?, \"delay_ms\"?}")
             }
@@ -78,11 +80,12 @@ struct AdminAPI: Sendable {
         group.post("token-failures") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
             guard let failures = JSONParser.object(Data(buffer: body), integers: ["count", "status"]),
-                  let count = failures["count"]?.integer
+                let count = failures["count"]?.integer
             else {
                 return Self.badRequest("expected {\"count\", \"status\"?}")
             }
-            core.tokenFaults.failNext(count: Int(count), status: HTTPResponse.Status(code: failures["status"]?.integer.map { Int($0) } ?? 503))
+            core.tokenFaults.failNext(
+                count: Int(count), status: HTTPResponse.Status(code: failures["status"]?.integer.map { Int($0) } ?? 503))
             return Response(status: .noContent)
         }
         group.post("revoke-access-tokens") { _, _ in
@@ -109,7 +112,8 @@ struct AdminAPI: Sendable {
         group.post("outage") { request, _ in
             let body = try await request.body.collect(upTo: Self.bodyLimit)
             guard let seconds = JSONParser.object(Data(buffer: body), numbers: ["seconds"])?["seconds"]?.seconds,
-                  (0...Self.longestOutageSeconds).contains(seconds) else {
+                (0...Self.longestOutageSeconds).contains(seconds)
+            else {
                 return Self.badRequest("expected {\"seconds\"} with seconds from 0 to \(Int(Self.longestOutageSeconds))")
             }
             // A timer, not a task: nothing awaits the outage, and the request ends with its answer.
@@ -125,7 +129,8 @@ struct AdminAPI: Sendable {
         group.get("messages") { request, _ in
             if let token = request.uri.queryParameters.get("token") {
                 guard let message = core.ledger.lastAcceptedMessage(for: token) else {
-                    return GoogleResponses.json(.notFound, encoding: AdminError(error: "no retained accepted message for that token")).response
+                    return GoogleResponses.json(.notFound, encoding: AdminError(error: "no retained accepted message for that token"))
+                        .response
                 }
                 return GoogleResponses.json(.ok, encoding: message).response
             }

@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
-import _CryptoExtras
 import WireFormats
+import _CryptoExtras
 
 /// Why the token endpoint refuses a JWT-bearer assertion, with the OAuth error Google answers.
 enum AssertionRejection: Error, Equatable {

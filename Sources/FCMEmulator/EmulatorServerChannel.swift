@@ -32,8 +32,10 @@ struct EmulatorServerChannel: HTTPChannelHandler {
     private let outage: OutageSwitch
     private let router: any HTTPResponder<BasicRequestContext>
 
-    init(tlsConfiguration: TLSConfiguration?, send: SendEndpoint, policy: HTTP2ConnectionPolicy, outage: OutageSwitch,
-         router: any HTTPResponder<BasicRequestContext>, responder: @escaping HTTPChannelHandler.Responder) throws {
+    init(
+        tlsConfiguration: TLSConfiguration?, send: SendEndpoint, policy: HTTP2ConnectionPolicy, outage: OutageSwitch,
+        router: any HTTPResponder<BasicRequestContext>, responder: @escaping HTTPChannelHandler.Responder
+    ) throws {
         self.sslContext = try tlsConfiguration.map { tlsConfiguration in
             var tlsConfiguration = tlsConfiguration
             tlsConfiguration.applicationProtocols = NIOHTTP2SupportedALPNProtocols
@@ -112,8 +114,9 @@ struct HTTP2Connection: Sendable {
     static func configure(_ channel: any Channel, send: SendEndpoint, policy: HTTP2ConnectionPolicy) throws -> HTTP2Connection {
         let (routed, continuation) = AsyncStream.makeStream(of: RoutedRequest.self)
         let maxConcurrentStreams = policy.maxConcurrentStreams
-        let handler = HTTP2RequestsHandler(send: send, maxConcurrentStreams: maxConcurrentStreams,
-                                           goAwayAfterStreams: policy.streamsPerConnection, routed: continuation)
+        let handler = HTTP2RequestsHandler(
+            send: send, maxConcurrentStreams: maxConcurrentStreams,
+            goAwayAfterStreams: policy.streamsPerConnection, routed: continuation)
         let sync = channel.pipeline.syncOperations
         try sync.addHandler(AdvertisedStreamLimit(maxConcurrentStreams))
         try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: HTTP2RequestsHandler.settings))
@@ -130,8 +133,10 @@ struct HTTP2Connection: Sendable {
         }
     }
 
-    private static func respond(to routed: RoutedRequest, router: any HTTPResponder<BasicRequestContext>, channel: any Channel,
-                                logger: Logger) async -> GoogleResponse {
+    private static func respond(
+        to routed: RoutedRequest, router: any HTTPResponder<BasicRequestContext>, channel: any Channel,
+        logger: Logger
+    ) async -> GoogleResponse {
         let request = Request(head: routed.head, body: .init(buffer: routed.body))
         let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
         let response: Response
@@ -183,10 +188,11 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     /// NIOHTTP2Handler is told of no effective stream limit: beyond its own it ends the whole
     /// connection, where RFC 9113 §5.1.2 lets a server refuse the one stream. The limit clients
     /// see is put in by AdvertisedStreamLimit, and enforced here.
-    static let settings: HTTP2Settings = nioDefaultSettings.filter { $0.parameter != .maxConcurrentStreams } + [
-        HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(UInt32.max)),
-        HTTP2Setting(parameter: .initialWindowSize, value: SendEndpoint.maximumBodySize + windowUpdateThreshold),
-    ]
+    static let settings: HTTP2Settings =
+        nioDefaultSettings.filter { $0.parameter != .maxConcurrentStreams } + [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: Int(UInt32.max)),
+            HTTP2Setting(parameter: .initialWindowSize, value: SendEndpoint.maximumBodySize + windowUpdateThreshold),
+        ]
     /// The connection's window (RFC 9113 §6.9.2: 65,535 bytes, which SETTINGS do not change).
     private static let connectionWindow = 65_535
     private static let windowUpdateThreshold = 32 * 1024
@@ -291,7 +297,8 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent {
             forget(closed.streamID, context: context)
-        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream, let inbound = window.inboundWindowSize {
+        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream, let inbound = window.inboundWindowSize
+        {
             restoreConnectionWindow(from: inbound, context: context)
         } else if event is OutageCutter.Cut {
             send.ledger.recordOutageDroppedStreams(streams.count + arrived.values.count { !$0 })
@@ -357,8 +364,10 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         guard let stream = streams.removeValue(forKey: id) else { return }
         arrived[id] = false
         if stream.method == "POST", let project = stream.path.flatMap(SendEndpoint.projectID(inPath:)) {
-            switch send.decide(authorization: stream.fields[.authorization], projectID: String(project),
-                               body: stream.tooLarge ? nil : stream.body) {
+            switch send.decide(
+                authorization: stream.fields[.authorization], projectID: String(project),
+                body: stream.tooLarge ? nil : stream.body)
+            {
             case .answer(let answer):
                 write(answer, on: id, context: context)
             case .deliver(let admitted):
@@ -371,18 +380,21 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
             return
         }
         guard let method = stream.method.flatMap({ HTTPRequest.Method($0) }), !stream.tooLarge else {
-            return write(GoogleResponse(status: stream.tooLarge ? .contentTooLarge : .badRequest, headers: [:], body: ByteBuffer()),
-                         on: id, context: context)
+            return write(
+                GoogleResponse(status: stream.tooLarge ? .contentTooLarge : .badRequest, headers: [:], body: ByteBuffer()),
+                on: id, context: context)
         }
-        let head = HTTPRequest(method: method, scheme: stream.scheme, authority: stream.authority, path: stream.path,
-                               headerFields: stream.fields)
+        let head = HTTPRequest(
+            method: method, scheme: stream.scheme, authority: stream.authority, path: stream.path,
+            headerFields: stream.fields)
         let connection = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        routed.yield(RoutedRequest(head: head, body: stream.body) { answer in
-            connection.eventLoop.execute {
-                connection.value.handler.write(answer, on: id, context: connection.value.context)
-                connection.value.context.flush()
-            }
-        })
+        routed.yield(
+            RoutedRequest(head: head, body: stream.body) { answer in
+                connection.eventLoop.execute {
+                    connection.value.handler.write(answer, on: id, context: connection.value.context)
+                    connection.value.context.flush()
+                }
+            })
     }
 
     /// One flush for every delayed answer whose timer fires in the same turn of the event loop
@@ -408,10 +420,12 @@ final class HTTP2RequestsHandler: ChannelInboundHandler {
         }
         let hasBody = answer.body.readableBytes > 0
         if answer.status != .noContent { headers.add(name: "content-length", value: String(answer.body.readableBytes)) }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))), promise: nil)
         if hasBody {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(answer.body), endStream: true)))),
-                          promise: nil)
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(answer.body), endStream: true)))),
+                promise: nil)
         }
         needsFlush = true
     }
@@ -505,7 +519,8 @@ final class AdvertisedStreamLimit: ChannelOutboundHandler, RemovableChannelHandl
         guard case .byteBuffer(var bytes) = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         let start = bytes.readerIndex
         if bytes.getInteger(at: start + 3, as: UInt8.self) == Self.settingsFrameType,
-           let length = bytes.getInteger(at: start, as: UInt32.self).map({ Int($0 >> 8) }) {
+            let length = bytes.getInteger(at: start, as: UInt32.self).map({ Int($0 >> 8) })
+        {
             var offset = start + Self.frameHeaderLength
             while offset + 6 <= start + Self.frameHeaderLength + length {
                 if bytes.getInteger(at: offset, as: UInt16.self) == Self.maxConcurrentStreamsIdentifier {

@@ -88,8 +88,9 @@ public struct FCMEmulator: Service {
         defer { caFile?.removeIfTemporary() }
 
         let scheme = configuration.tls ? "https" : "http"
-        let send = SendEndpoint(registry: core.registry, ledger: core.ledger, latency: core.latency, messageIDs: core.messageIDs,
-                                answers: try CannedAnswers.load(), logger: logger)
+        let send = SendEndpoint(
+            registry: core.registry, ledger: core.ledger, latency: core.latency, messageIDs: core.messageIDs,
+            answers: try CannedAnswers.load(), logger: logger)
         let router = EmulatorRoutes.router(core: core, send: send, scheme: scheme, logger: logger).buildResponder()
         let advertisedHost = Self.advertisedHost(for: configuration.host)
         let applicationConfiguration = ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port))
@@ -108,8 +109,9 @@ public struct FCMEmulator: Service {
         let app = Application(
             responder: router,
             server: HTTPServerBuilder { responder in
-                try EmulatorServerChannel(tlsConfiguration: certificates?.serverTLSConfiguration, send: send, policy: core.http2Policy,
-                                          outage: core.outage, router: router, responder: responder)
+                try EmulatorServerChannel(
+                    tlsConfiguration: certificates?.serverTLSConfiguration, send: send, policy: core.http2Policy,
+                    outage: core.outage, router: router, responder: responder)
             },
             configuration: applicationConfiguration,
             onServerRunning: onServerRunning,
@@ -190,8 +192,9 @@ final class EmulatorCore: Sendable {
 
     init(configuration: FCMEmulator.Configuration) {
         registry = AccountRegistry(tokenLifetime: configuration.tokenLifetime)
-        http2Policy = HTTP2ConnectionPolicy(streamsPerConnection: configuration.streamsPerConnection,
-                                            maxConcurrentStreams: configuration.maxConcurrentStreams)
+        http2Policy = HTTP2ConnectionPolicy(
+            streamsPerConnection: configuration.streamsPerConnection,
+            maxConcurrentStreams: configuration.maxConcurrentStreams)
         latency = LatencySetting(configuration.latency)
         ledger = DeliveryLedger(prefixRules: configuration.prefixRules, retainedMessageLimit: configuration.retainedMessageLimit)
         outage = OutageSwitch(ledger: ledger)

@@ -11,7 +11,9 @@ extension JSONParser {
         func fit(_ names: [String], _ kind: (JSONValue) -> Bool) -> Bool {
             names.allSatisfy { name in members[name].map { $0 == .null || kind($0) } ?? true }
         }
-        guard fit(strings, { $0.string != nil }), fit(integers, { $0.integer != nil }), fit(numbers, { $0.seconds != nil }) else { return nil }
+        guard fit(strings, { $0.string != nil }), fit(integers, { $0.integer != nil }), fit(numbers, { $0.seconds != nil }) else {
+            return nil
+        }
         return members
     }
 }

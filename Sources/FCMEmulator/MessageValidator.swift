@@ -65,8 +65,13 @@ enum MessageValidator {
     /// The fields of the platform objects (AndroidConfig, ApnsConfig, WebpushConfig, FcmOptions),
     /// in the order they are checked; what lies deeper (their notifications, the APNs payload) is not.
     static let objectFields: [(name: String, fields: Set<String>)] = [
-        ("android", ["collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
-                     "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok"]),
+        (
+            "android",
+            [
+                "collapse_key", "priority", "ttl", "restricted_package_name", "data", "notification", "fcm_options",
+                "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok",
+            ]
+        ),
         ("apns", ["headers", "payload", "fcm_options", "live_activity_token"]),
         ("fcm_options", ["analytics_label"]),
         ("webpush", ["headers", "data", "notification", "fcm_options"]),
@@ -109,17 +114,20 @@ enum MessageValidator {
     private static func validateTypedFields(_ fields: [String: JSONValue], of object: String) throws(PayloadViolation) {
         if object == "android", let ttl = fields["ttl"] {
             guard let text = ttl.string, isDuration(text) else {
-                throw PayloadViolation("Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(json(ttl))",
-                                       field: "message.android.ttl")
+                throw PayloadViolation(
+                    "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), \(json(ttl))",
+                    field: "message.android.ttl")
             }
         }
         if object == "apns" || object == "webpush", let headers = fields["headers"] {
             guard let map = headers.members else {
-                throw PayloadViolation("Invalid value at 'message.\(object).headers': expected a JSON object.", field: "message.\(object).headers")
+                throw PayloadViolation(
+                    "Invalid value at 'message.\(object).headers': expected a JSON object.", field: "message.\(object).headers")
             }
             for (name, value) in map where value.string == nil {
-                throw PayloadViolation("Invalid value at 'message.\(object).headers[\(name)].value' (TYPE_STRING), \(json(value))",
-                                       field: "message.\(object).headers")
+                throw PayloadViolation(
+                    "Invalid value at 'message.\(object).headers[\(name)].value' (TYPE_STRING), \(json(value))",
+                    field: "message.\(object).headers")
             }
         }
     }
@@ -128,7 +136,9 @@ enum MessageValidator {
     static func isDuration(_ text: String) -> Bool {
         guard text.hasSuffix("s") else { return false }
         let number = text.dropLast().split(separator: ".", omittingEmptySubsequences: false)
-        guard (1...2).contains(number.count), !number[0].isEmpty, number[0].allSatisfy(\.isASCII), number[0].allSatisfy(\.isNumber) else { return false }
+        guard (1...2).contains(number.count), !number[0].isEmpty, number[0].allSatisfy(\.isASCII), number[0].allSatisfy(\.isNumber) else {
+            return false
+        }
         if number.count == 2 {
             return (1...9).contains(number[1].count) && number[1].allSatisfy { $0.isASCII && $0.isNumber }
         }
@@ -137,7 +147,9 @@ enum MessageValidator {
 
     /// `object`'s fields keyed by their snake_case names, or the front end's refusal of the first
     /// name that is not among `allowed` in either spelling.
-    private static func fieldsBySnakeCaseName(_ object: [String: JSONValue], allowed: Set<String>, at path: String?) throws(PayloadViolation) -> [String: JSONValue] {
+    private static func fieldsBySnakeCaseName(_ object: [String: JSONValue], allowed: Set<String>, at path: String?)
+        throws(PayloadViolation) -> [String: JSONValue]
+    {
         // Every send passes here: names are checked in the dictionary's order, and sorted (so
         // that the refusal names the same field each time) only when one is refused.
         var renamed = false
@@ -146,7 +158,8 @@ enum MessageValidator {
             guard allowed.contains(snake) else {
                 let first = object.keys.sorted().first { !allowed.contains(snakeCase($0)) } ?? name
                 let location = path.map { " at '\($0)'" } ?? ""
-                throw PayloadViolation("Invalid JSON payload received. Unknown name \"\(first)\"\(location): Cannot find field.", field: path ?? "")
+                throw PayloadViolation(
+                    "Invalid JSON payload received. Unknown name \"\(first)\"\(location): Cannot find field.", field: path ?? "")
             }
             renamed = renamed || snake != name
         }

@@ -1,6 +1,6 @@
 import Foundation
-import _CryptoExtras
 import WireFormats
+import _CryptoExtras
 
 /// The public part of a Google service account: who may mint access tokens, with which key, for which project.
 public struct RegisteredAccount: Sendable {
@@ -39,12 +39,15 @@ public struct RegisteredAccount: Sendable {
         if let privateKeyPEM = fields["private_key"]?.string {
             do {
                 let privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
-                self.init(clientEmail: clientEmail, projectID: projectID, publicKey: privateKey.publicKey, keyID: fields["private_key_id"]?.string)
+                self.init(
+                    clientEmail: clientEmail, projectID: projectID, publicKey: privateKey.publicKey, keyID: fields["private_key_id"]?.string
+                )
             } catch {
                 throw .invalidKey("private_key is not an RSA private key of at least 2048 bits in PEM form")
             }
         } else if let publicKeyPEM = fields["public_key"]?.string {
-            try self.init(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: fields["private_key_id"]?.string)
+            try self.init(
+                clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: fields["private_key_id"]?.string)
         } else {
             throw .missingField("private_key or public_key")
         }

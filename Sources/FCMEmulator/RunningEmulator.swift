@@ -47,7 +47,8 @@ public final class RunningEmulator: Sendable {
         projectID: String,
         keyID: String? = nil
     ) throws(RegisteredAccountError) {
-        registerServiceAccount(try RegisteredAccount(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: keyID))
+        registerServiceAccount(
+            try RegisteredAccount(clientEmail: clientEmail, projectID: projectID, publicKeyPEM: publicKeyPEM, keyID: keyID))
     }
 
     /// Every access token issued so far becomes invalid: the next send with one answers 401 UNAUTHENTICATED.

@@ -95,8 +95,10 @@ struct SendEndpoint: Sendable {
         if delay == nil && !sendRequest.validateOnly {
             delay = latency.sample()
         }
-        return .deliver(Admitted(delay: delay, deviceToken: deviceToken, validateOnly: sendRequest.validateOnly,
-                                 projectID: projectID, body: body))
+        return .deliver(
+            Admitted(
+                delay: delay, deviceToken: deviceToken, validateOnly: sendRequest.validateOnly,
+                projectID: projectID, body: body))
     }
 
     /// Accepts an admitted send: records it and answers with its message name.
@@ -107,8 +109,9 @@ struct SendEndpoint: Sendable {
         }
         let name = "projects/\(admitted.projectID)/messages/\(messageIDs.next())"
         ledger.recordAccepted(
-            AcceptedMessage(deviceToken: admitted.deviceToken, projectID: admitted.projectID, name: name,
-                            requestBody: String(buffer: admitted.body))
+            AcceptedMessage(
+                deviceToken: admitted.deviceToken, projectID: admitted.projectID, name: name,
+                requestBody: String(buffer: admitted.body))
         )
         return Self.messageName(name)
     }
@@ -124,8 +127,11 @@ struct SendEndpoint: Sendable {
             status: "PERMISSION_DENIED",
             message:
                 "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(projectID)' (or it may not exist).",
-            details: [.errorInfo(reason: "IAM_PERMISSION_DENIED", domain: "cloudresourcemanager.googleapis.com",
-                                 metadata: ["permission": "cloudmessaging.messages.create", "resource": "projects/\(projectID)"])]
+            details: [
+                .errorInfo(
+                    reason: "IAM_PERMISSION_DENIED", domain: "cloudresourcemanager.googleapis.com",
+                    metadata: ["permission": "cloudmessaging.messages.create", "resource": "projects/\(projectID)"])
+            ]
         )
     }
 
@@ -154,7 +160,8 @@ struct SendEndpoint: Sendable {
         case .unavailable(let retryAfter): answers.unavailable.retryingAfter(retryAfter)
         case .quotaExceeded(let retryAfter): answers.quotaExceeded.retryingAfter(retryAfter)
         case .rateLimitExceeded(let retryAfter): answers.rateLimitExceeded.retryingAfter(retryAfter)
-        case .bare(let status): GoogleResponse(status: .init(code: status), headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}"))
+        case .bare(let status):
+            GoogleResponse(status: .init(code: status), headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}"))
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import _CryptoExtras
 import WireFormats
+import _CryptoExtras
 
 /// A freshly generated service account (RSA-2048) for tests and benchmarks: the private half to configure a
 /// sender with, the public half to register with the emulator.

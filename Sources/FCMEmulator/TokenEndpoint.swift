@@ -31,7 +31,8 @@ struct TokenEndpoint: Sendable {
             return GoogleResponses.oauthError(failure, error: "internal_failure", description: "Scripted token endpoint failure.")
         }
         guard request.headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
-            return GoogleResponses.oauthError(error: "invalid_request", description: "Content-Type must be application/x-www-form-urlencoded.")
+            return GoogleResponses.oauthError(
+                error: "invalid_request", description: "Content-Type must be application/x-www-form-urlencoded.")
         }
         guard let body = try? await request.body.collect(upTo: 64 * 1024) else {
             return GoogleResponses.oauthError(error: "invalid_request", description: "Request body too large.")

@@ -20,7 +20,8 @@ public struct FCMEndpoint: Sendable, Equatable {
     /// nil unless `url` is an absolute https URL with a host.
     public init?(_ url: String) {
         guard let parsed = URLComponents(string: url), parsed.scheme?.lowercased() == "https",
-              let host = parsed.host, !host.isEmpty else { return nil }
+            let host = parsed.host, !host.isEmpty
+        else { return nil }
         self.host = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         port = parsed.port ?? 443
         pathPrefix = parsed.path.hasSuffix("/") ? String(parsed.path.dropLast()) : parsed.path
@@ -60,7 +61,10 @@ public final class FCMConnectionPool: Sendable {
     private let group: any EventLoopGroup
     private let connections = Mutex(Connections())
 
-    public init(endpoint: FCMEndpoint, concurrency: Int, tlsConfiguration: TLSConfiguration, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+    public init(
+        endpoint: FCMEndpoint, concurrency: Int, tlsConfiguration: TLSConfiguration,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws {
         var tlsConfiguration = tlsConfiguration
         tlsConfiguration.applicationProtocols = ["h2"]
         self.tls = try NIOSSLContext(configuration: tlsConfiguration)
@@ -71,8 +75,10 @@ public final class FCMConnectionPool: Sendable {
 
     /// Sends `requests`, each connection's share written with one flush; `onAnswer` gets each
     /// result (by index in `requests`) as its stream ends. Returns once every one has been answered.
-    public func execute(_ requests: [FCMRequest], authorization: String, timeout: Duration,
-                 onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
+    public func execute(
+        _ requests: [FCMRequest], authorization: String, timeout: Duration,
+        onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void
+    ) async {
         guard !requests.isEmpty else { return }
         let assignments = lease(requests.count)
         guard !assignments.isEmpty else {
@@ -82,15 +88,18 @@ public final class FCMConnectionPool: Sendable {
         await withTaskGroup(of: Void.self) { group in
             for assignment in assignments {
                 group.addTask {
-                    await self.execute(requests[assignment.range], on: assignment.connection, authorization: authorization, timeout: timeout,
-                                       onAnswer: onAnswer)
+                    await self.execute(
+                        requests[assignment.range], on: assignment.connection, authorization: authorization, timeout: timeout,
+                        onAnswer: onAnswer)
                 }
             }
         }
     }
 
-    private func execute(_ requests: ArraySlice<FCMRequest>, on connection: Connection, authorization: String, timeout: Duration,
-                         onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void) async {
+    private func execute(
+        _ requests: ArraySlice<FCMRequest>, on connection: Connection, authorization: String, timeout: Duration,
+        onAnswer: @escaping @Sendable (Int, FCMExchangeResult) -> Void
+    ) async {
         let offset = requests.startIndex
         // Each answer frees its stream at once, for the next request to take. The handler answers
         // each request once; the failures below come only when it never saw the batch.
@@ -101,8 +110,9 @@ public final class FCMConnectionPool: Sendable {
         do {
             let channel = try await connection.channel.get()
             let promise = channel.eventLoop.makePromise(of: [FCMExchangeResult].self)
-            let batch = FCMBatch(authority: endpoint.authority, authorization: authorization, requests: Array(requests), timeout: timeout,
-                                 promise: promise, onAnswer: report)
+            let batch = FCMBatch(
+                authority: endpoint.authority, authorization: authorization, requests: Array(requests), timeout: timeout,
+                promise: promise, onAnswer: report)
             // Fails only when the handler never saw the batch (the channel had closed).
             channel.writeAndFlush(batch).whenFailure { promise.fail($0) }
             _ = try await promise.futureResult.get()
@@ -208,9 +218,11 @@ public final class FCMConnectionPool: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverHostname))
                     try sync.addHandler(WriteCoalescer())
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, frameDelegate: nil,
-                                                        connectionConfiguration: Self.connectionConfiguration,
-                                                        streamConfiguration: Self.streamConfiguration))
+                    try sync.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .client, frameDelegate: nil,
+                            connectionConfiguration: Self.connectionConfiguration,
+                            streamConfiguration: Self.streamConfiguration))
                     try sync.addHandler(FCMStreamsHandler(state: state))
                 }
             }

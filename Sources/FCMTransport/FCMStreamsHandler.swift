@@ -231,8 +231,9 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             context.close(promise: nil)
         } else if silentTicks >= silentTicksBeforePing && context.channel.isActive {
             ticksSincePing = 0
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0), ack: false))),
-                                  promise: nil)
+            context.writeAndFlush(
+                wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0), ack: false))),
+                promise: nil)
         }
     }
 
@@ -274,8 +275,9 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                 case .failure(let error): fail(id, .notWritten("\(lastError ?? error)"))
                 }
             }
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(fcmRequest.body), endStream: true)))),
-                          promise: written)
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(fcmRequest.body), endStream: true)))),
+                promise: written)
         }
         batch.timeout = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(request.timeout)) { [self] in
             for id in ids where streams[id]?.batch === batch {
@@ -395,8 +397,12 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             return
         }
         let elapsed = NIODeadline.now() - stream.started
-        finish(stream.batch, stream.index, .success(FCMResponse(status: status, body: stream.body, retryAfter: stream.retryAfter,
-                                                                elapsed: .nanoseconds(elapsed.nanoseconds))))
+        finish(
+            stream.batch, stream.index,
+            .success(
+                FCMResponse(
+                    status: status, body: stream.body, retryAfter: stream.retryAfter,
+                    elapsed: .nanoseconds(elapsed.nanoseconds))))
     }
 
     /// Fails a stream we give up on and tells the server with RST_STREAM(CANCEL); the caller flushes.
@@ -426,16 +432,19 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         guard length > 0 else { return }
         connectionUnacknowledgedBytes += length
         if connectionUnacknowledgedBytes >= Self.windowUpdateThreshold {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledgedBytes))),
-                          promise: nil)
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledgedBytes))),
+                promise: nil)
             connectionUnacknowledgedBytes = 0
             needsFlush = true
         }
         guard !endStream, var stream = streams[id] else { return }
         stream.unacknowledgedBytes += length
         if stream.unacknowledgedBytes >= Self.windowUpdateThreshold {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledgedBytes))),
-                          promise: nil)
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledgedBytes))),
+                promise: nil)
             stream.unacknowledgedBytes = 0
             needsFlush = true
         }
@@ -452,9 +461,11 @@ private struct UnansweredPing: Error, CustomStringConvertible {
 extension HTTP2ErrorCode {
     /// The name RFC 9113 §7 gives the code, as delivery logs and server logs show it.
     var specName: String {
-        let names = ["NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
-                     "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
-                     "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED"]
+        let names = [
+            "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT", "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+        ]
         return networkCode < names.count ? names[networkCode] : "error 0x\(String(networkCode, radix: 16))"
     }
 }

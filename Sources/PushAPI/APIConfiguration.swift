@@ -24,11 +24,13 @@ public struct APIConfiguration: Sendable {
     /// Open client connections at most; nil: 4,096, or fewer when the open-files limit is lower.
     public var maximumConnections: Int?
 
-    public init(databaseURL: String, host: String = "127.0.0.1", port: Int = 8080,
-                jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
-                databaseDeadline: Duration = .seconds(5), adminToken: String? = nil,
-                registrationLimits: RegistrationLimits = RegistrationLimits(),
-                idleTimeout: Duration = .seconds(75), readTimeout: Duration = .seconds(10), maximumConnections: Int? = nil) {
+    public init(
+        databaseURL: String, host: String = "127.0.0.1", port: Int = 8080,
+        jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
+        databaseDeadline: Duration = .seconds(5), adminToken: String? = nil,
+        registrationLimits: RegistrationLimits = RegistrationLimits(),
+        idleTimeout: Duration = .seconds(75), readTimeout: Duration = .seconds(10), maximumConnections: Int? = nil
+    ) {
         self.databaseURL = databaseURL
         self.host = host
         self.port = port

@@ -42,7 +42,7 @@ public struct APIError: Error, Sendable, Equatable {
     /// A request that arrived after the server began its graceful shutdown.
     public static let shuttingDown = APIError(
         .serviceUnavailable, code: "SHUTTING_DOWN", "push-api is shutting down; retry")
-    public static let internalError = APIError(
+    public static let `internal` = APIError(
         .internalServerError, code: "INTERNAL", "an internal error occurred")
 
     /// The HTTP status as an upper-case word, e.g. `BAD_REQUEST`.

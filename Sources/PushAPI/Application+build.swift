@@ -17,33 +17,41 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
         registry: DeviceDirectory(client: client), lanes: postgres.options.maximumConnections,
         deadline: configuration.databaseDeadline, limits: configuration.registrationLimits, logger: logger,
         batchSizes: { metrics.recordRegistrationBatch(size: $0) })
-    let router = try buildRouter(client: client, registrations: registrations, metrics: metrics, verifier: verifier,
-                                 adminToken: configuration.adminToken,
-                                 deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
-    let connections = try ConnectionLimits(configuration, databaseConnections: postgres.options.maximumConnections,
-                                           openFilesLimit: OpenFilesLimit.raiseToHardLimit())
+    let router = try buildRouter(
+        client: client, registrations: registrations, metrics: metrics, verifier: verifier,
+        adminToken: configuration.adminToken,
+        deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
+    let connections = try ConnectionLimits(
+        configuration, databaseConnections: postgres.options.maximumConnections,
+        openFilesLimit: OpenFilesLimit.raiseToHardLimit())
     // Services stop in reverse order: the server first, then the batcher its requests use.
     return Application(
         router: router,
         server: connections.server(logger: logger),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "push-api",
-                             availableConnectionsDelegate: connections.listenerLimit(logger: logger)),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "push-api",
+            availableConnectionsDelegate: connections.listenerLimit(logger: logger)),
         services: [client, registrations],
         // Once listening: a startup that fails (no database) stays one clear line.
         onServerRunning: { _ in
-            logger.info("connections bounded", metadata: [
-                "maximum": "\(connections.maximumConnections)", "open_files_limit": "\(connections.openFilesLimit)",
-                "idle_timeout_s": "\(connections.idleTimeout.components.seconds)", "read_timeout_s": "\(connections.readTimeout.components.seconds)",
-            ])
+            logger.info(
+                "connections bounded",
+                metadata: [
+                    "maximum": "\(connections.maximumConnections)", "open_files_limit": "\(connections.openFilesLimit)",
+                    "idle_timeout_s": "\(connections.idleTimeout.components.seconds)",
+                    "read_timeout_s": "\(connections.readTimeout.components.seconds)",
+                ])
         },
         logger: logger)
 }
 
-func buildRouter(client: PostgresClient, registrations: RegistrationBatcher, metrics: RequestMetrics,
-                 verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
-                 logger: Logger) throws -> Router<APIRequestContext> {
+func buildRouter(
+    client: PostgresClient, registrations: RegistrationBatcher, metrics: RequestMetrics,
+    verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
+    logger: Logger
+) throws -> Router<APIRequestContext> {
     guard let documentURL = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
-          let document = try? Data(contentsOf: documentURL)
+        let document = try? Data(contentsOf: documentURL)
     else {
         throw ConfigurationError.missing("the bundled openapi.yaml")
     }
@@ -59,15 +67,20 @@ func buildRouter(client: PostgresClient, registrations: RegistrationBatcher, met
     DeviceController(registry: DeviceDirectory(client: client), registrations: registrations, deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
     let admin = AdminAuthenticator(token: adminToken)
-    AdminController(jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
-                    deadline: deadline)
-        .addRoutes(notifications: router.group("push/notifications").add(middleware: admin),
-                   admin: router.group("admin").add(middleware: admin))
+    AdminController(
+        jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
+        deadline: deadline
+    )
+    .addRoutes(
+        notifications: router.group("push/notifications").add(middleware: admin),
+        admin: router.group("admin").add(middleware: admin))
     // The console exists only with an admin token: without one, /console is an unknown path.
     if let adminToken {
-        ConsoleController(client: client, sessions: ConsoleSessions(adminToken: adminToken), throttle: SignInThrottle(),
-                          pages: try ConsolePages(), deadline: deadline)
-            .addRoutes(to: router.group("console"))
+        ConsoleController(
+            client: client, sessions: ConsoleSessions(adminToken: adminToken), throttle: SignInThrottle(),
+            pages: try ConsolePages(), deadline: deadline
+        )
+        .addRoutes(to: router.group("console"))
     }
     return router
 }

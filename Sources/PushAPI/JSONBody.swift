@@ -19,8 +19,10 @@ enum JSONBody {
 
     /// Reads a request body that must be a JSON object with no members but `fields`; every
     /// failure is an `APIError`.
-    static func object<Field>(from request: Request, context: some RequestContext, fields: Field.Type,
-                              limit: Int? = nil) async throws -> JSONObject<Field> {
+    static func object<Field>(
+        from request: Request, context: some RequestContext, fields: Field.Type,
+        limit: Int? = nil
+    ) async throws -> JSONObject<Field> {
         let buffer = try await read(request, context: context, limit: limit)
         let value: JSONValue
         do {
@@ -43,15 +45,16 @@ enum JSONBody {
             unknown = min(unknown ?? name, name)
         }
         guard let unknown else { return }
-        throw APIError.validation("unknown field \(String(reflecting: unknown)); expected one of "
-            + Field.allCases.map(\.rawValue).joined(separator: ", "))
+        throw APIError.validation(
+            "unknown field \(String(reflecting: unknown)); expected one of "
+                + Field.allCases.map(\.rawValue).joined(separator: ", "))
     }
 
     /// The body, after checking its media type and size.
     private static func read(_ request: Request, context: some RequestContext, limit: Int?) async throws -> ByteBuffer {
         let limit = limit ?? context.maxUploadSize
         guard let contentType = request.headers[.contentType],
-              let mediaType = MediaType(from: contentType), mediaType.isType(.applicationJson)
+            let mediaType = MediaType(from: contentType), mediaType.isType(.applicationJson)
         else {
             throw APIError(.unsupportedMediaType, code: "UNSUPPORTED_MEDIA_TYPE", "the body must be application/json")
         }
@@ -62,7 +65,8 @@ enum JSONBody {
             throw APIError(.contentTooLarge, code: "PAYLOAD_TOO_LARGE", "the body must be at most \(limit) bytes")
         } catch {
             // A malformed chunked body, or a client gone mid-body: the client's doing, not ours.
-            throw APIError(.badRequest, code: "MALFORMED_BODY", "the body could not be read: it was cut short or its chunked encoding is malformed")
+            throw APIError(
+                .badRequest, code: "MALFORMED_BODY", "the body could not be read: it was cut short or its chunked encoding is malformed")
         }
         return body
     }

@@ -1,7 +1,7 @@
 import DeviceRegistry
 import Foundation
-import Synchronization
 import ServiceSupport
+import Synchronization
 
 /// Remembers which app ids exist, so the hot registration path does not ask the database on
 /// every request. Only positive answers are cached (for `ttl`): an app added a moment ago is

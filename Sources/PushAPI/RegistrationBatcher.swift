@@ -2,8 +2,8 @@ import DeviceRegistry
 import Logging
 import NIOCore
 import ServiceLifecycle
-import Synchronization
 import ServiceSupport
+import Synchronization
 
 /// Registers devices for push-api's requests. A registration waits in a queue for one of
 /// `lanes` statements (one per pooled connection); a free lane takes everything queued, up to
@@ -68,8 +68,10 @@ final class RegistrationBatcher: Service, Sendable {
     ///   - deadline: the longest a caller waits for its answer.
     ///   - limits: the per-user bounds.
     ///   - batchSizes: told the size of every batch run (for metrics).
-    init(registry: DeviceDirectory, lanes: Int, maximumBatch: Int = 32, deadline: Duration,
-         limits: RegistrationLimits = RegistrationLimits(), logger: Logger, batchSizes: (@Sendable (Int) -> Void)? = nil) {
+    init(
+        registry: DeviceDirectory, lanes: Int, maximumBatch: Int = 32, deadline: Duration,
+        limits: RegistrationLimits = RegistrationLimits(), logger: Logger, batchSizes: (@Sendable (Int) -> Void)? = nil
+    ) {
         precondition(lanes > 0 && maximumBatch > 0 && deadline > .zero)
         self.registry = registry
         self.lanes = lanes
@@ -108,7 +110,10 @@ final class RegistrationBatcher: Service, Sendable {
         let expires = ContinuousClock.now + deadline
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Registered, any Error>) in
-                enum Admission { case queued(CheckedContinuation<Void, Never>?), refused(any Error) }
+                enum Admission {
+                    case queued(CheckedContinuation<Void, Never>?)
+                    case refused(any Error)
+                }
                 let admission = state.withLock { state -> Admission in
                     // Checked under the lock the cancellation handler takes: a cancellation either
                     // finds the registration queued or stops it here.
@@ -185,7 +190,10 @@ final class RegistrationBatcher: Service, Sendable {
     /// Waits for queued registrations; nil once closed and drained.
     private func nextBatch() async -> [Queued]? {
         while true {
-            enum Next { case batch([Queued]), finished, wait }
+            enum Next {
+                case batch([Queued])
+                case finished, wait
+            }
             let next = state.withLock { state -> Next in
                 if state.queue.isEmpty { return state.closed ? .finished : .wait }
                 let count = min(state.queue.count, maximumBatch)
@@ -222,10 +230,12 @@ final class RegistrationBatcher: Service, Sendable {
                 }
                 for (queued, result) in zip(batch, registered) { answer(queued, with: .success(result)) }
                 return
-            } catch where DatabaseErrorText.isServerError(error) {
-                logger.debug("registration batch failed, registering one by one", metadata: [
-                    "push.batch_size": "\(batch.count)", "push.error": "\(DatabaseErrorText.describe(error))",
-                ])
+            } catch  where DatabaseErrorText.isServerError(error) {
+                logger.debug(
+                    "registration batch failed, registering one by one",
+                    metadata: [
+                        "push.batch_size": "\(batch.count)", "push.error": "\(DatabaseErrorText.describe(error))",
+                    ])
             } catch {
                 // The connection, not a registration: one by one would fail the same way, slowly.
                 for queued in batch { answer(queued, with: .failure(error)) }
@@ -236,8 +246,9 @@ final class RegistrationBatcher: Service, Sendable {
             let (registration, logger, maximumActiveDevices) = (queued.registration, queued.logger, limits.maximumActiveDevicesPerUser)
             do {
                 let registered = try await statementDeadline.run {
-                    try await registry.register(registration.device, userID: registration.userID, appID: registration.appID,
-                                                maximumActiveDevices: maximumActiveDevices, logger: logger)
+                    try await registry.register(
+                        registration.device, userID: registration.userID, appID: registration.appID,
+                        maximumActiveDevices: maximumActiveDevices, logger: logger)
                 }
                 answer(queued, with: .success(registered))
             } catch {

@@ -13,8 +13,10 @@ public struct RegistrationLimits: Sendable, Equatable {
     /// instead of a thousand a second.
     public var registrationsPerUserPerMinute: Int
 
-    public init(maximumActiveDevicesPerUser: Int = DeviceDirectory.defaultMaximumActiveDevices,
-                registrationsPerUserPerMinute: Int = 10) {
+    public init(
+        maximumActiveDevicesPerUser: Int = DeviceDirectory.defaultMaximumActiveDevices,
+        registrationsPerUserPerMinute: Int = 10
+    ) {
         self.maximumActiveDevicesPerUser = maximumActiveDevicesPerUser
         self.registrationsPerUserPerMinute = registrationsPerUserPerMinute
     }

@@ -69,8 +69,10 @@ public actor AccessTokenCache {
     private let longestOutage: Duration
     private let onRefresh: @Sendable () -> Void
 
-    init(exchange: GoogleTokenExchange, refreshMargin: Duration = .seconds(240), refusalMemory: Duration = .seconds(60),
-         longestOutage: Duration = .seconds(3600), onRefresh: @escaping @Sendable () -> Void = {}) {
+    init(
+        exchange: GoogleTokenExchange, refreshMargin: Duration = .seconds(240), refusalMemory: Duration = .seconds(60),
+        longestOutage: Duration = .seconds(3600), onRefresh: @escaping @Sendable () -> Void = {}
+    ) {
         self.exchange = exchange
         self.onRefresh = onRefresh
         self.refreshMargin = refreshMargin
@@ -110,8 +112,10 @@ public actor AccessTokenCache {
         if case .valid(let cached, _) = entries[key], cached == token { entries[key] = nil }
     }
 
-    private func refresh(_ key: Key, _ account: ServiceAccount, failuresBefore: Int,
-                         unavailableSince: ContinuousClock.Instant?) async throws -> String {
+    private func refresh(
+        _ key: Key, _ account: ServiceAccount, failuresBefore: Int,
+        unavailableSince: ContinuousClock.Instant?
+    ) async throws -> String {
         entries[key] = .refreshing([])
         onRefresh()
         let result: Result<GoogleTokenExchange.Grant, AccessTokenError>
@@ -127,18 +131,19 @@ public actor AccessTokenCache {
         case .success(let grant):
             let lifetime = max(grant.expiresIn - refreshMargin, grant.expiresIn / 2)
             entries[key] = .valid(token: grant.accessToken, refreshAfter: ContinuousClock.now + lifetime)
-            waiters.forEach { $0.resume(returning: grant.accessToken) }
+            for waiter in waiters { waiter.resume(returning: grant.accessToken) }
             return grant.accessToken
         case .failure(.transient(let reason, let retryAfter)):
             let backoff = Duration.seconds(min(1 << min(failuresBefore, 6), 60))
-            let since = unavailableSince ?? ContinuousClock.now, until = ContinuousClock.now + max(backoff, retryAfter ?? .zero)
+            let since = unavailableSince ?? ContinuousClock.now
+            let until = ContinuousClock.now + max(backoff, retryAfter ?? .zero)
             entries[key] = .unavailable(reason: reason, until: until, failures: failuresBefore + 1, since: since)
             let error = unavailable(reason, until: until, since: since)
-            waiters.forEach { $0.resume(throwing: error) }
+            for waiter in waiters { waiter.resume(throwing: error) }
             throw error
         case .failure(let error):
             entries[key] = .refused(error, until: ContinuousClock.now + refusalMemory)
-            waiters.forEach { $0.resume(throwing: error) }
+            for waiter in waiters { waiter.resume(throwing: error) }
             throw error
         }
     }

@@ -16,7 +16,8 @@ enum AudienceShares {
     /// apps are taken from a different one each time, so that those a small room leaves out this
     /// time come first the next.
     static func plan(_ audiences: [DeliveryQueue.Audience], room: Int, turn: Int = 0, minimum: Int = minimumShare)
-        -> [(audience: DeliveryQueue.Audience, limit: Int)] {
+        -> [(audience: DeliveryQueue.Audience, limit: Int)]
+    {
         guard room > 0 else { return [] }
         // The earliest due job of each app, per priority.
         var byPriority: [JobPriority: [DeliveryQueue.Audience]] = [:]

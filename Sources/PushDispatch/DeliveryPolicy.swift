@@ -42,24 +42,31 @@ struct DeliveryPolicy {
         var warning: String?
     }
 
-    mutating func decide(_ outcome: SendOutcome, for claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, now: Date = Date()) -> Decision {
-        func final(_ status: DeliveryStatus, _ code: DeliveryErrorCode?, _ message: String?, messageID: String? = nil) -> DeliveryQueue.Result {
-            .init(claimed, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
-                  messageID: messageID, attempted: true, nextAttempt: now)
+    mutating func decide(_ outcome: SendOutcome, for claimed: DeliveryQueue.Claimed, job: DeliveryQueue.Job, now: Date = Date()) -> Decision
+    {
+        func final(_ status: DeliveryStatus, _ code: DeliveryErrorCode?, _ message: String?, messageID: String? = nil)
+            -> DeliveryQueue.Result
+        {
+            .init(
+                claimed, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
+                messageID: messageID, attempted: true, nextAttempt: now)
         }
         switch outcome {
         case .sent(let messageID):
             var decision = Decision(result: final(.sent, nil, nil, messageID: messageID))
             accepted(job.id)
             if let project = job.account.map({ Project(appID: job.appID, projectID: $0.projectID) }),
-               provenProjects.insert(project).inserted, !job.projectProven {
+                provenProjects.insert(project).inserted, !job.projectProven
+            {
                 decision.proved = (project.appID, project.projectID)
             }
             return decision
         case .sentUnreadable(let body):
             accepted(job.id)
-            let warning = warnedJobs.insert(job.id).inserted
-                ? "app \(job.appCode): FCM accepted a send with an answer that names no message (\(body)): recorded as sent without a message id" : nil
+            let warning =
+                warnedJobs.insert(job.id).inserted
+                ? "app \(job.appCode): FCM accepted a send with an answer that names no message (\(body)): recorded as sent without a message id"
+                : nil
             return Decision(result: final(.sent, nil, nil), warning: warning)
         case .deadToken(let code, let message, let reason):
             return Decision(result: final(.failed, code, message), deactivate: (claimed.deviceID, reason))
@@ -69,27 +76,36 @@ struct DeliveryPolicy {
                 // Sends to this project succeed: the token belongs to another one.
                 return Decision(result: result, deactivate: (claimed.deviceID, .senderIDMismatch))
             }
-            return blamingTheJob(result, job: job, reason: "every send fails with SENDER_ID_MISMATCH and none to this project has "
-                + "ever succeeded: the credentials are wrong, or the tokens belong to another Firebase project (once a send to this "
-                + "project succeeds, e.g. pushctl send to a device registered with it, such tokens are deactivated instead)")
+            return blamingTheJob(
+                result, job: job,
+                reason: "every send fails with SENDER_ID_MISMATCH and none to this project has "
+                    + "ever succeeded: the credentials are wrong, or the tokens belong to another Firebase project (once a send to this "
+                    + "project succeeds, e.g. pushctl send to a device registered with it, such tokens are deactivated instead)")
         case .thirdPartyAuth(let message):
             // Only the devices of that platform fail (APNs or web push): the job goes on.
-            let warning = warnedJobs.insert(job.id).inserted
-                ? "app \(job.appCode): FCM answers THIRD_PARTY_AUTH_ERROR: the app's APNs or web-push credentials in Firebase are wrong" : nil
+            let warning =
+                warnedJobs.insert(job.id).inserted
+                ? "app \(job.appCode): FCM answers THIRD_PARTY_AUTH_ERROR: the app's APNs or web-push credentials in Firebase are wrong"
+                : nil
             return Decision(result: final(.failed, .thirdPartyAuthError, message), warning: warning)
         case .failed(let code, let message):
             return Decision(result: final(.failed, code, message))
         case .payloadRejected(let code, let message):
             return blamingTheJob(final(.failed, code, message), job: job, reason: "FCM refused the message: \(message)")
         case .permissionDenied(let message):
-            return blamingTheJob(final(.failed, .permissionDenied, message), job: job,
-                                 reason: "the service account may not send for this project (PERMISSION_DENIED): \(message)")
+            return blamingTheJob(
+                final(.failed, .permissionDenied, message), job: job,
+                reason: "the service account may not send for this project (PERMISSION_DENIED): \(message)")
         case .notFound(let message):
-            return blamingTheJob(final(.failed, .notFound, message), job: job,
-                                 reason: "FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)")
+            return blamingTheJob(
+                final(.failed, .notFound, message), job: job,
+                reason:
+                    "FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)"
+            )
         case .unauthenticated:
-            return blamingTheJob(final(.failed, .unauthenticated, "FCM refused a freshly minted access token"), job: job,
-                                 reason: "FCM refused a freshly minted access token (UNAUTHENTICATED)")
+            return blamingTheJob(
+                final(.failed, .unauthenticated, "FCM refused a freshly minted access token"), job: job,
+                reason: "FCM refused a freshly minted access token (UNAUTHENTICATED)")
         case .noAnswer(let message):
             return retry(claimed, code: .noAnswer, message: message, retryAfter: nil, quota: false, now: now)
         case .transient(let code, let message, let retryAfter, let quota):
@@ -112,17 +128,22 @@ struct DeliveryPolicy {
     }
 
     /// A transient failure that spent an attempt: retried with a backoff until attempts run out.
-    private func retry(_ claimed: DeliveryQueue.Claimed, code: DeliveryErrorCode, message: String, retryAfter: Duration?, quota: Bool, now: Date) -> Decision {
+    private func retry(
+        _ claimed: DeliveryQueue.Claimed, code: DeliveryErrorCode, message: String, retryAfter: Duration?, quota: Bool, now: Date
+    ) -> Decision {
         let attempt = claimed.attempts + 1
         guard attempt < maxAttempts else {
-            return Decision(result: .init(claimed, status: .failed, errorCode: code, errorMessage: String(message.prefix(500)),
-                                          messageID: nil, attempted: true, nextAttempt: now))
+            return Decision(
+                result: .init(
+                    claimed, status: .failed, errorCode: code, errorMessage: String(message.prefix(500)),
+                    messageID: nil, attempted: true, nextAttempt: now))
         }
         // The server's Retry-After wins; without it, quota errors back off from a minute.
         let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
-        let retry = DeliveryQueue.Result(claimed, status: .pending, errorCode: code,
-                                         errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
-                                         nextAttempt: now.addingTimeInterval(delay.inSeconds))
+        let retry = DeliveryQueue.Result(
+            claimed, status: .pending, errorCode: code,
+            errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
+            nextAttempt: now.addingTimeInterval(delay.inSeconds))
         return Decision(result: retry, pauseApp: quota ? delay : nil)
     }
 

@@ -32,8 +32,10 @@ struct DeliveryQueue: Sendable {
 
     /// Due, unexpired jobs whose audience is not fully expanded, by priority then due time,
     /// apart from paused apps' and the given jobs; only `priority`'s when given.
-    func unexpandedJobs(excludingApps paused: [Int64], excludingJobs ended: [Int64], priority: JobPriority? = nil,
-                        limit: Int) async throws -> [Audience] {
+    func unexpandedJobs(
+        excludingApps paused: [Int64], excludingJobs ended: [Int64], priority: JobPriority? = nil,
+        limit: Int
+    ) async throws -> [Audience] {
         let rows = try await client.query(
             """
             SELECT j.id, j.app_id, j.user_ids, j.platforms, j.priority, a.max_sends_per_second IS NOT NULL
@@ -46,9 +48,13 @@ struct DeliveryQueue: Sendable {
              LIMIT \(limit)
             """, logger: logger)
         var jobs: [Audience] = []
-        for try await (job, app, users, platforms, priority, capped) in rows.decode((Int64, Int64, [Int64]?, [String]?, JobPriority, Bool).self) {
-            jobs.append(Audience(job: job, app: app, users: users, platforms: platforms, priority: priority,
-                                 rateCapped: capped))
+        for try await (job, app, users, platforms, priority, capped) in rows.decode(
+            (Int64, Int64, [Int64]?, [String]?, JobPriority, Bool).self)
+        {
+            jobs.append(
+                Audience(
+                    job: job, app: app, users: users, platforms: platforms, priority: priority,
+                    rateCapped: capped))
         }
         return jobs
     }
@@ -116,8 +122,10 @@ struct DeliveryQueue: Sendable {
         var claimed: [Claimed] = []
         var complete = true
         for try await (chunk, device, token, type, done) in rows.decode((Int64, Int64, String, TokenType, Bool?).self) {
-            claimed.append(Claimed(lease: .chunk(chunk), jobID: audience.job, attempts: 0, deviceID: device, token: token,
-                                   tokenType: type, deviceActive: true, jobRunning: true))
+            claimed.append(
+                Claimed(
+                    lease: .chunk(chunk), jobID: audience.job, attempts: 0, deviceID: device, token: token,
+                    tokenType: type, deviceActive: true, jobRunning: true))
             complete = done ?? true
         }
         return (claimed, complete)
@@ -180,9 +188,13 @@ struct DeliveryQueue: Sendable {
     func claim(limit: Int, excludingApps paused: [Int64]) async throws -> [Claimed] {
         let rows = try await client.query(claimStatement(limit: limit, excludingApps: paused), logger: logger)
         var claimed: [Claimed] = []
-        for try await (id, job, attempts, device, token, type, active) in rows.decode((Int64, Int64, Int, Int64, String, TokenType, Bool).self) {
-            claimed.append(Claimed(lease: .row(id), jobID: job, attempts: attempts, deviceID: device, token: token,
-                                   tokenType: type, deviceActive: active, jobRunning: true))
+        for try await (id, job, attempts, device, token, type, active) in rows.decode(
+            (Int64, Int64, Int, Int64, String, TokenType, Bool).self)
+        {
+            claimed.append(
+                Claimed(
+                    lease: .row(id), jobID: job, attempts: attempts, deviceID: device, token: token,
+                    tokenType: type, deviceActive: active, jobRunning: true))
         }
         return claimed
     }
@@ -192,7 +204,8 @@ struct DeliveryQueue: Sendable {
     /// than the crashed worker's) still takes it and holds back what does not fit. Only the
     /// devices without a row yet are returned; `empty` lists taken chunks with none left, to be
     /// deleted (their jobs may be finished then).
-    func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [(chunk: Int64, job: Int64)]) {
+    func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [(chunk: Int64, job: Int64)])
+    {
         let rows = try await client.query(
             """
             WITH candidates AS (
@@ -224,8 +237,10 @@ struct DeliveryQueue: Sendable {
                 empty.append((chunk, job))
                 continue
             }
-            claimed.append(Claimed(lease: .chunk(chunk), jobID: job, attempts: 0, deviceID: device, token: token,
-                                   tokenType: type, deviceActive: active ?? false, jobRunning: running))
+            claimed.append(
+                Claimed(
+                    lease: .chunk(chunk), jobID: job, attempts: 0, deviceID: device, token: token,
+                    tokenType: type, deviceActive: active ?? false, jobRunning: running))
         }
         return (claimed, empty)
     }
@@ -257,12 +272,16 @@ struct DeliveryQueue: Sendable {
             (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool, JobPriority, Date?).self
         ) {
             let account = project.flatMap { project in
-                email.flatMap { email in key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) } }
+                email.flatMap { email in
+                    key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) }
+                }
             }
-            jobs.append(Job(id: id, appID: app, appCode: code,
-                            message: PreparedMessage(messageJSON: message, validateOnly: validateOnly, expiresAt: expiresAt),
-                            account: account, projectProven: proven, priority: priority,
-                            expiresAt: expiresAt))
+            jobs.append(
+                Job(
+                    id: id, appID: app, appCode: code,
+                    message: PreparedMessage(messageJSON: message, validateOnly: validateOnly, expiresAt: expiresAt),
+                    account: account, projectProven: proven, priority: priority,
+                    expiresAt: expiresAt))
         }
         return jobs
     }
@@ -290,8 +309,11 @@ struct DeliveryQueue: Sendable {
         let attempted: Bool
         let nextAttempt: Date
 
-        init(_ claimed: Claimed, status: DeliveryStatus, errorCode: DeliveryErrorCode?, errorMessage: String?, messageID: String?, attempted: Bool,
-             nextAttempt: Date) {
+        init(
+            _ claimed: Claimed, status: DeliveryStatus, errorCode: DeliveryErrorCode?, errorMessage: String?, messageID: String?,
+            attempted: Bool,
+            nextAttempt: Date
+        ) {
             lease = claimed.lease
             jobID = claimed.jobID
             deviceID = claimed.deviceID
@@ -319,7 +341,7 @@ struct DeliveryQueue: Sendable {
     func write(_ batch: Outbox.Batch) async throws -> Set<Int64> {
         do {
             return try await write(batch, keepingExistingRows: false)
-        } catch where DatabaseErrorText.sqlState(error) == .uniqueViolation {
+        } catch  where DatabaseErrorText.sqlState(error) == .uniqueViolation {
             // A device of a taken-over chunk whose row the previous holder wrote meanwhile:
             // the transaction is undone as a whole and written again, keeping that row.
             return try await write(batch, keepingExistingRows: true)
@@ -330,9 +352,11 @@ struct DeliveryQueue: Sendable {
         // Results alone, in one statement (most batches, and every single's): atomic as it is,
         // without BEGIN and COMMIT's two round trips.
         if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty
-            && batch.results.count <= Self.resultsPerStatement && !(batch.results.isEmpty && batch.finishedChunks.isEmpty) {
-            try await client.query(recordStatement(batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows),
-                                   logger: logger)
+            && batch.results.count <= Self.resultsPerStatement && !(batch.results.isEmpty && batch.finishedChunks.isEmpty)
+        {
+            try await client.query(
+                recordStatement(batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows),
+                logger: logger)
             return []
         }
         return try await DatabaseTransaction.run(client, logger: logger) { transaction in
@@ -381,7 +405,8 @@ struct DeliveryQueue: Sendable {
     /// results and the new holder's race. The caller writes that rare batch again with it.
     func recordStatement(_ results: ArraySlice<Result>, finishedChunks: [Int64], keepingExistingRows: Bool) -> PostgresQuery {
         var rowIDs: [Int64] = []
-        var jobs: [Int64] = [], devices: [Int64] = []
+        var jobs: [Int64] = []
+        var devices: [Int64] = []
         for result in results {
             if case .row(let id) = result.lease { rowIDs.append(id) } else { rowIDs.append(0) }
             jobs.append(result.jobID)
@@ -457,7 +482,8 @@ struct DeliveryQueue: Sendable {
     }
 
     private static func split(_ leases: [Lease]) -> (rows: [Int64], chunks: [Int64]) {
-        var rows: [Int64] = [], chunks: [Int64] = []
+        var rows: [Int64] = []
+        var chunks: [Int64] = []
         for lease in leases {
             switch lease {
             case .row(let id): rows.append(id)

@@ -1,7 +1,7 @@
 import DeviceRegistry
+import FCMTransport
 import Foundation
 import Logging
-import FCMTransport
 import ServiceSupport
 
 /// push-worker's settings (see the configuration table in docs/operating.md).
@@ -62,7 +62,8 @@ public struct DispatchConfiguration: Sendable {
         if let url = settings.value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }
         // Sends are HTTP/2 over TLS, as FCM speaks them; the token endpoint may be any http(s) URL.
         _ = try FCMEndpoint.parse(configuration.fcmBaseURL)
-        guard let parsed = URL(string: configuration.googleTokenURL), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+        guard let parsed = URL(string: configuration.googleTokenURL), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil
+        else {
             throw .invalid("GOOGLE_TOKEN_URL", "'\(configuration.googleTokenURL)' is not an http(s) URL")
         }
         if let path = settings.value("PUSH_CA_FILE") {
@@ -73,7 +74,9 @@ public struct DispatchConfiguration: Sendable {
         configuration.metricsPort = try settings.integer("METRICS_PORT", in: 0...65535)
         if let host = settings.value("METRICS_HOST") { configuration.metricsHost = host }
         if let lease = try settings.integer("WORKER_LEASE_SECONDS", in: 5...3600) { configuration.lease = .seconds(lease) }
-        if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) { configuration.fcmRequestTimeout = .seconds(timeout) }
+        if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) {
+            configuration.fcmRequestTimeout = .seconds(timeout)
+        }
         if let level = try settings.logLevel() { configuration.logLevel = level }
         return configuration
     }

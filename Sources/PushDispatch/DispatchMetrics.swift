@@ -20,14 +20,19 @@ public final class DispatchMetrics: Sendable {
         self.registry = registry
         fcmLatency = registry.makeDurationHistogram(
             descriptor: .init(metricName: "push_fcm_request_duration", unitName: "seconds", helpText: "FCM messages:send round trips"),
-            buckets: [.milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-                      .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10)])
-        oauthRefreshes = registry.makeCounter(descriptor: .init(
-            metricName: "push_oauth_token_refreshes", unitName: "total", helpText: "access tokens minted at the token endpoint"))
-        queueDepth = registry.makeGauge(descriptor: .init(
-            metricName: "push_queue_pending_deliveries", unitName: "", helpText: "deliveries waiting to be sent"))
-        oldestDueJobAge = registry.makeGauge(descriptor: .init(
-            metricName: "push_oldest_due_job_age", unitName: "seconds", helpText: "age of the oldest due, unfinished job"))
+            buckets: [
+                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10),
+            ])
+        oauthRefreshes = registry.makeCounter(
+            descriptor: .init(
+                metricName: "push_oauth_token_refreshes", unitName: "total", helpText: "access tokens minted at the token endpoint"))
+        queueDepth = registry.makeGauge(
+            descriptor: .init(
+                metricName: "push_queue_pending_deliveries", unitName: "", helpText: "deliveries waiting to be sent"))
+        oldestDueJobAge = registry.makeGauge(
+            descriptor: .init(
+                metricName: "push_oldest_due_job_age", unitName: "seconds", helpText: "age of the oldest due, unfinished job"))
     }
 
     func countSend(app: String, outcome: String, times: Int = 1) {

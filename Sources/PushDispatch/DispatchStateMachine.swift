@@ -159,7 +159,8 @@ struct DispatchStateMachine {
         let high = hintedSinceClaim && admission == .unrestricted && !highClaimInFlight
         // What both requests carry, worked out only when one goes (the loop polls per event).
         guard usual || high else { return (actions, false) }
-        let paused = pausedApps(now: now), failed = Array(failedJobs)
+        let paused = pausedApps(now: now)
+        let failed = Array(failedJobs)
         let freshJobs = Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys)
         let backoff = Self.databaseBackoff(failures: databaseFailures + 1)
         if usual {
@@ -181,9 +182,11 @@ struct DispatchStateMachine {
             // that they go out with the next free slots.
             highClaimInFlight = true
             hintedSinceClaim = false
-            actions.append(.claim(ClaimRequest(
-                limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: paused,
-                failedJobs: failed, freshJobs: freshJobs, recheckJobs: [], cursor: cursor, backoff: backoff)))
+            actions.append(
+                .claim(
+                    ClaimRequest(
+                        limit: Self.urgentClaim(concurrency: concurrency), priority: .high, pausedApps: paused,
+                        failedJobs: failed, freshJobs: freshJobs, recheckJobs: [], cursor: cursor, backoff: backoff)))
         }
         return (actions, false)
     }
@@ -203,7 +206,8 @@ struct DispatchStateMachine {
         var forgotten: [DeliveryQueue.Lease] = []
         var stale = false
         while free > 0, let (delivery, lane) = ready.next() {
-            guard let seen = confirmedRunning[delivery.jobID], now - seen <= Self.runningFreshness, let job = jobs[delivery.jobID]?.job else {
+            guard let seen = confirmedRunning[delivery.jobID], now - seen <= Self.runningFreshness, let job = jobs[delivery.jobID]?.job
+            else {
                 stale = true
                 break
             }
@@ -212,18 +216,23 @@ struct DispatchStateMachine {
                 // Recorded as a retry without an attempt: the write turns it into the job's ending.
                 settle(delivery, job: job, status: .pending, code: .jobEnded, message: "", into: &settled, actions: &actions, now: date)
             } else if let expiry = job.expiresAt, date >= expiry {
-                settle(delivery, job: job, status: .skipped, code: .expired,
-                       message: "expired at \(expiry.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))) before it was sent", into: &settled, actions: &actions, now: date)
+                settle(
+                    delivery, job: job, status: .skipped, code: .expired,
+                    message: "expired at \(expiry.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))) before it was sent",
+                    into: &settled, actions: &actions, now: date)
             } else if !delivery.deviceActive {
-                settle(delivery, job: job, status: .skipped, code: .deviceInactive, message: "the device was deactivated before its turn",
-                       into: &settled, actions: &actions, now: date)
+                settle(
+                    delivery, job: job, status: .skipped, code: .deviceInactive, message: "the device was deactivated before its turn",
+                    into: &settled, actions: &actions, now: date)
             } else if let account = job.account {
                 batch.append((delivery, job, account))
                 free -= 1
                 continue
             } else {
                 let reason = "app \(job.appCode): no FCM credentials (pushctl app set-credentials --code \(job.appCode))"
-                settle(delivery, job: job, status: .failed, code: .noCredentials, message: reason, into: &settled, actions: &actions, now: date)
+                settle(
+                    delivery, job: job, status: .failed, code: .noCredentials, message: reason, into: &settled, actions: &actions, now: date
+                )
                 failJob(job.id, reason, into: &settled)
             }
             forgotten.append(delivery.lease)
@@ -335,13 +344,17 @@ struct DispatchStateMachine {
             }
         }
         for (app, outcomes) in counts.sorted(by: { $0.key < $1.key }) {
-            for (outcome, times) in outcomes.sorted(by: { $0.key < $1.key }) { others.append(.countSend(app: app, outcome: outcome, times: times)) }
+            for (outcome, times) in outcomes.sorted(by: { $0.key < $1.key }) {
+                others.append(.countSend(app: app, outcome: outcome, times: times))
+            }
         }
         return others
     }
 
-    private mutating func decide(_ attempt: Attempt, now: ContinuousClock.Instant, date: Date, write: inout Outbox.Batch,
-                                 actions: inout [Action]) {
+    private mutating func decide(
+        _ attempt: Attempt, now: ContinuousClock.Instant, date: Date, write: inout Outbox.Batch,
+        actions: inout [Action]
+    ) {
         let job = attempt.job
         let outcome: SendOutcome
         switch attempt.result {
@@ -357,21 +370,26 @@ struct DispatchStateMachine {
             switch reachability.notSent(unreachable: unreachable, probe: attempt.probe, now: now) {
             case .retry(let at):
                 // Nothing reached FCM: no attempt is spent; the delivery waits for the breaker.
-                record(DeliveryQueue.Result(attempt.claimed, status: .pending, errorCode: unreachable ? .fcmUnreachable : .notSent,
-                                            errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
-                                            nextAttempt: date.addingTimeInterval((at - now).inSeconds)), into: &write)
+                record(
+                    DeliveryQueue.Result(
+                        attempt.claimed, status: .pending, errorCode: unreachable ? .fcmUnreachable : .notSent,
+                        errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
+                        nextAttempt: date.addingTimeInterval((at - now).inSeconds)), into: &write)
                 actions.append(.countSend(app: job.appCode, outcome: "not_sent", times: 1))
             case .giveUp(let bound):
                 let message = "FCM unreachable for over \(bound.components.seconds) s: \(reason)"
-                settle(attempt.claimed, job: job, status: .failed, code: .fcmUnreachable, message: message, into: &write, actions: &actions,
-                       now: date)
+                settle(
+                    attempt.claimed, job: job, status: .failed, code: .fcmUnreachable, message: message, into: &write, actions: &actions,
+                    now: date)
                 failJob(job.id, "app \(job.appCode): \(message)", into: &write)
             }
             return
         case .failure(let error) where error.isPermanent:
             if attempt.probe { reachability.probeInconclusive() }
             let reason = "app \(job.appCode): \(error)"
-            settle(attempt.claimed, job: job, status: .failed, code: error.errorCode, message: reason, into: &write, actions: &actions, now: date)
+            settle(
+                attempt.claimed, job: job, status: .failed, code: error.errorCode, message: reason, into: &write, actions: &actions,
+                now: date)
             failJob(job.id, reason, into: &write)
             return
         case .failure(let error):
@@ -379,9 +397,11 @@ struct DispatchStateMachine {
             // Nothing reached FCM: no attempt is spent. The delivery and the app wait for the
             // token endpoint, whose unavailability the token cache backs off from.
             let wait = if case .transient(_, let retryAfter?) = error { retryAfter } else { Duration.seconds(1) }
-            record(DeliveryQueue.Result(attempt.claimed, status: .pending, errorCode: .oauthUnavailable,
-                                        errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
-                                        nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
+            record(
+                DeliveryQueue.Result(
+                    attempt.claimed, status: .pending, errorCode: .oauthUnavailable,
+                    errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
+                    nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
             pause(app: job.appID, for: wait, now: now)
             actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
             return
@@ -390,21 +410,28 @@ struct DispatchStateMachine {
         record(decision.result, into: &write)
         if let deactivate = decision.deactivate {
             write.deactivations.append(deactivate)
-            actions.append(.log(.info, "device deactivated", [
-                "push.app": "\(job.appCode)", "push.device_id": "\(deactivate.deviceID)", "push.reason": "\(deactivate.reason)",
-                "push.token": "\(maskedToken(attempt.claimed.token))",
-            ]))
+            actions.append(
+                .log(
+                    .info, "device deactivated",
+                    [
+                        "push.app": "\(job.appCode)", "push.device_id": "\(deactivate.deviceID)", "push.reason": "\(deactivate.reason)",
+                        "push.token": "\(maskedToken(attempt.claimed.token))",
+                    ]))
         }
         if let wait = decision.pauseApp {
             pause(app: job.appID, for: wait, now: now)
-            actions.append(.log(.warning, "FCM quota exceeded, slowing the app down", ["push.app": "\(job.appCode)", "push.pause": "\(wait)"]))
+            actions.append(
+                .log(.warning, "FCM quota exceeded, slowing the app down", ["push.app": "\(job.appCode)", "push.pause": "\(wait)"]))
         }
         if let proved = decision.proved { write.provenProjects.append(proved) }
         if let warning = decision.warning { actions.append(.log(.warning, warning, ["push.job_id": "\(job.id)"])) }
         if let reason = decision.failJob { failJob(job.id, reason, into: &write) }
-        let counted = if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome { "sent_unreadable" }
-            else if decision.result.status == .pending { "retry" }
-            else { decision.result.errorCode?.rawValue ?? decision.result.status.rawValue }
+        let counted =
+            if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome {
+                "sent_unreadable"
+            } else if decision.result.status == .pending { "retry" } else {
+                decision.result.errorCode?.rawValue ?? decision.result.status.rawValue
+            }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
     }
 
@@ -421,10 +448,14 @@ struct DispatchStateMachine {
     }
 
     /// A delivery settled without an FCM answer.
-    private mutating func settle(_ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: DeliveryStatus, code: DeliveryErrorCode, message: String,
-                                 into write: inout Outbox.Batch, actions: inout [Action], now: Date) {
-        record(DeliveryQueue.Result(delivery, status: status, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
-                                    nextAttempt: now), into: &write)
+    private mutating func settle(
+        _ delivery: DeliveryQueue.Claimed, job: DeliveryQueue.Job, status: DeliveryStatus, code: DeliveryErrorCode, message: String,
+        into write: inout Outbox.Batch, actions: inout [Action], now: Date
+    ) {
+        record(
+            DeliveryQueue.Result(
+                delivery, status: status, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
+                nextAttempt: now), into: &write)
         actions.append(.countSend(app: job.appCode, outcome: code.rawValue, times: 1))
     }
 

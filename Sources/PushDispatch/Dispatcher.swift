@@ -24,7 +24,10 @@ public struct Dispatcher: Service {
     let urgentOutbox = Outbox(urgent: true)
     let inFlight = InFlightDeliveries()
 
-    init(configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, fcm: FCMClient, metrics: DispatchMetrics, logger: Logger) {
+    init(
+        configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, fcm: FCMClient, metrics: DispatchMetrics,
+        logger: Logger
+    ) {
         self.configuration = configuration
         self.queue = DeliveryQueue(client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger)
         self.tokens = AccessTokenCache(
@@ -60,8 +63,9 @@ public struct Dispatcher: Service {
             inbox.hintClaim()
         }
         if Task.isCancelled {
-            logger.warning("drain bound passed: stopped without waiting further; deliveries not recorded are settled by another worker when their leases run out",
-                           metadata: ["push.drain_bound": "\(configuration.drainBound)"])
+            logger.warning(
+                "drain bound passed: stopped without waiting further; deliveries not recorded are settled by another worker when their leases run out",
+                metadata: ["push.drain_bound": "\(configuration.drainBound)"])
         }
         logger.info("dispatcher stopped")
     }
@@ -86,8 +90,9 @@ public struct Dispatcher: Service {
     /// concurrently. Returns, once stopping and nothing is in flight, the leases of deliveries
     /// claimed and never sent.
     private func dispatchLoop() async -> [DeliveryQueue.Lease] {
-        var machine = DispatchStateMachine(concurrency: configuration.concurrency, maxAttempts: configuration.maxAttempts,
-                                           longestFCMOutage: configuration.longestFCMOutage)
+        var machine = DispatchStateMachine(
+            concurrency: configuration.concurrency, maxAttempts: configuration.maxAttempts,
+            longestFCMOutage: configuration.longestFCMOutage)
         return await withDiscardingTaskGroup { group in
             group.addTask { await pollTicks() }
             while true {
@@ -163,8 +168,9 @@ public struct Dispatcher: Service {
         do {
             try await queue.release(leases)
         } catch {
-            logger.warning("claimed deliveries wait for their lease to run out",
-                           metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+            logger.warning(
+                "claimed deliveries wait for their lease to run out",
+                metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
         }
     }
 
@@ -203,8 +209,9 @@ public struct Dispatcher: Service {
                 if claimed.count < limit { cursor.nextDueClaim = now + Self.dueClaimPause }
             }
             if claimed.count < limit {
-                stoppedEarly = try await expandAudiences(upTo: limit, into: &claimed, request: request, cursor: &cursor,
-                                                         loaded: &loaded)
+                stoppedEarly = try await expandAudiences(
+                    upTo: limit, into: &claimed, request: request, cursor: &cursor,
+                    loaded: &loaded)
             }
         } catch {
             failure = error
@@ -221,9 +228,11 @@ public struct Dispatcher: Service {
             }
         }
         if let failure {
-            logger.warning("database unavailable, retrying", metadata: [
-                "push.error": "\(DatabaseErrorText.describe(failure))", "push.retry_in": "\(request.backoff)",
-            ])
+            logger.warning(
+                "database unavailable, retrying",
+                metadata: [
+                    "push.error": "\(DatabaseErrorText.describe(failure))", "push.retry_in": "\(request.backoff)",
+                ])
             // What is leased already waits (its lease kept alive) for its job's details: the
             // next claim reads them.
             guard !claimed.isEmpty else {
@@ -240,12 +249,15 @@ public struct Dispatcher: Service {
     /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own, and the
     /// details of its jobs (`loaded`) while it expands them, since they are new. True when it
     /// stopped early to hand high-priority deliveries over at once.
-    private func expandAudiences(upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
-                                 cursor: inout DispatchStateMachine.ClaimCursor, loaded: inout [DeliveryQueue.Job]) async throws -> Bool {
+    private func expandAudiences(
+        upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
+        cursor: inout DispatchStateMachine.ClaimCursor, loaded: inout [DeliveryQueue.Job]
+    ) async throws -> Bool {
         let now = ContinuousClock.now
         if let priority = request.priority {
-            var audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
-                                                           priority: priority, limit: Self.audiencesRead)
+            var audiences = try await queue.unexpandedJobs(
+                excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
+                priority: priority, limit: Self.audiencesRead)
             let unknown = audiences.map(\.job).filter { !request.freshJobs.contains($0) }
             async let details = unknown.isEmpty ? [] : queue.jobs(unknown)
             let stopped = try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
@@ -253,11 +265,13 @@ public struct Dispatcher: Service {
             return stopped
         }
         if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
-            cursor.audiences = try await queue.unexpandedJobs(excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
-                                                              limit: Self.audiencesRead)
+            cursor.audiences = try await queue.unexpandedJobs(
+                excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
+                limit: Self.audiencesRead)
             cursor.audiencesRead = now
         }
-        let paused = Set(request.pausedApps), failed = Set(request.failedJobs)
+        let paused = Set(request.pausedApps)
+        let failed = Set(request.failedJobs)
         cursor.audiences.removeAll { paused.contains($0.app) || failed.contains($0.job) }
         cursor.expansions += 1
         return try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed)
@@ -271,8 +285,10 @@ public struct Dispatcher: Service {
     /// what its budget grants; an app with none left is passed over for this claim. Once a pass
     /// took high-priority deliveries it returns true at once: they go out while the next claim
     /// takes the rest.
-    private func expand(_ audiences: inout [DeliveryQueue.Audience], upTo limit: Int, turn: Int,
-                        into claimed: inout [DeliveryQueue.Claimed]) async throws -> Bool {
+    private func expand(
+        _ audiences: inout [DeliveryQueue.Audience], upTo limit: Int, turn: Int,
+        into claimed: inout [DeliveryQueue.Claimed]
+    ) async throws -> Bool {
         var spent: Set<Int64> = []
         while claimed.count < limit {
             let plan = AudienceShares.plan(audiences.filter { !spent.contains($0.app) }, room: limit - claimed.count, turn: turn)
@@ -313,8 +329,10 @@ public struct Dispatcher: Service {
     /// Sends a claimed batch, a request per delivery, each job's share with its app's access
     /// token, and reports each delivery's attempt as its answer comes; a 401 gets one token
     /// refresh and one more try.
-    private static func attempt(_ batch: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
-                                report: @escaping @Sendable (Attempt) -> Void) async {
+    private static func attempt(
+        _ batch: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
+        report: @escaping @Sendable (Attempt) -> Void
+    ) async {
         let byJob = Dictionary(grouping: batch, by: { $0.job.id }).values
         guard byJob.count > 1 else { return await attempt(sameJob: batch, probe: probe, tokens: tokens, fcm: fcm, report: report) }
         await withTaskGroup(of: Void.self) { group in
@@ -322,13 +340,18 @@ public struct Dispatcher: Service {
         }
     }
 
-    private static func attempt(sameJob claims: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
-                                report: @escaping @Sendable (Attempt) -> Void) async {
-        let job = claims[0].job, account = claims[0].account
+    private static func attempt(
+        sameJob claims: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
+        report: @escaping @Sendable (Attempt) -> Void
+    ) async {
+        let job = claims[0].job
+        let account = claims[0].account
         let sends = claims.map { FCMClient.Send(message: job.message, target: $0.claimed.token, type: $0.claimed.tokenType) }
         func failed(_ index: Int, _ error: any Error) {
-            report(Attempt(claimed: claims[index].claimed, job: job, result: .failure(error as? AccessTokenError ?? .transient("\(error)")),
-                           probe: probe))
+            report(
+                Attempt(
+                    claimed: claims[index].claimed, job: job, result: .failure(error as? AccessTokenError ?? .transient("\(error)")),
+                    probe: probe))
         }
         let token: String
         do {
@@ -380,7 +403,8 @@ public struct Dispatcher: Service {
                     // During a shutdown give up after about the drain bound: the leases run out
                     // and another worker settles those deliveries.
                     if (closed || Task.isCancelled) && failures > 20 {
-                        logger.error("giving up writing results at shutdown", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                        logger.error(
+                            "giving up writing results at shutdown", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
                         return false
                     }
                     await backOff(after: error, failures: failures)
@@ -412,7 +436,8 @@ public struct Dispatcher: Service {
     /// The database went away: back off (250 ms doubling to 5 s) and try again.
     private func backOff(after error: any Error, failures: Int) async {
         let wait = DispatchStateMachine.databaseBackoff(failures: failures)
-        logger.warning("database unavailable, retrying", metadata: ["push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in": "\(wait)"])
+        logger.warning(
+            "database unavailable, retrying", metadata: ["push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in": "\(wait)"])
         try? await Task.sleep(for: wait)
     }
 

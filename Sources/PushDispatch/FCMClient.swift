@@ -1,9 +1,9 @@
 import DeviceRegistry
+import FCMTransport
 import Foundation
 import NIOCore
 import NIOFoundationCompat
 import Synchronization
-import FCMTransport
 import WireFormats
 
 /// `projects.messages.send`: one message per request, a batch of requests at a time, each
@@ -37,8 +37,10 @@ public struct FCMClient: Sendable {
     /// Sends every message of `sends` for one project with one access token; `onAnswer` gets
     /// each answer (by index in `sends`) as it comes. Returns once all are answered. `express`:
     /// on the high-priority connection.
-    func send(_ sends: [Send], projectID: String, accessToken: String, express: Bool = false,
-              onAnswer: @escaping @Sendable (Int, Answer) -> Void) async {
+    func send(
+        _ sends: [Send], projectID: String, accessToken: String, express: Bool = false,
+        onAnswer: @escaping @Sendable (Int, Answer) -> Void
+    ) async {
         let pool = express ? expressPool : pool
         let path = "\(pool.endpoint.pathPrefix)/v1/projects/\(projectID)/messages:send"
         let requests = sends.map { FCMRequest(path: path, body: $0.message.body(target: $0.target, type: $0.type)) }
@@ -64,8 +66,9 @@ public struct FCMClient: Sendable {
     private static func answer(_ result: FCMExchangeResult) -> Answer {
         switch result {
         case .success(let response):
-            .answered(SendOutcome.classify(status: response.status, body: response.body, retryAfter: response.retryAfter),
-                      elapsed: response.elapsed)
+            .answered(
+                SendOutcome.classify(status: response.status, body: response.body, retryAfter: response.retryAfter),
+                elapsed: response.elapsed)
         case .failure(let error) where !error.reachedServer:
             .notSent(reason: error.description, unreachable: error.isUnreachable)
         case .failure(let error):
@@ -151,7 +154,8 @@ struct PreparedMessage: Sendable {
     }
 
     func body(target: String, type: TokenType, now: Date = Date()) -> ByteBuffer {
-        var buffer = ByteBufferAllocator().buffer(capacity: head.reduce(0) { $0 + $1.utf8.count } + target.utf8.count + tail.utf8.count + 32)
+        var buffer = ByteBufferAllocator().buffer(
+            capacity: head.reduce(0) { $0 + $1.utf8.count } + target.utf8.count + tail.utf8.count + 32)
         if let expiresAt {
             let left = "\(Self.secondsLeft(until: expiresAt, now: now))"
             for (index, part) in head.enumerated() {

@@ -63,7 +63,8 @@ struct ReadyLanes {
     /// Marks the waiting deliveries of these jobs as ended: they are recorded, not sent.
     mutating func markEnded(jobs ended: Set<Int64>) {
         for lane in lanes.indices {
-            for index in lanes[lane].indices[starts[lane]...] where ended.contains(lanes[lane][index].jobID) && lanes[lane][index].jobRunning {
+            for index in lanes[lane].indices[starts[lane]...]
+            where ended.contains(lanes[lane][index].jobID) && lanes[lane][index].jobRunning {
                 lanes[lane][index] = lanes[lane][index].ended
             }
         }

@@ -81,7 +81,8 @@ public enum SendOutcome: Sendable, Equatable {
         case 403: return .permissionDenied(message: message)
         case 404: return .notFound(message: message)
         case 429: return .transient(errorCode: .quotaExceeded, message: message, retryAfter: retry, quota: true)
-        case 408, 500...599: return .transient(errorCode: error.status ?? .httpStatus(status), message: message, retryAfter: retry, quota: false)
+        case 408, 500...599:
+            return .transient(errorCode: error.status ?? .httpStatus(status), message: message, retryAfter: retry, quota: false)
         default: return .failed(errorCode: error.status ?? .httpStatus(status), message: message)
         }
     }

@@ -39,8 +39,9 @@ struct ServiceAccountAssertion {
     func signed(audience: String, now: Date = Date()) async throws -> String {
         // Whole seconds: the claims are written as numbers of seconds, and Google wants integers.
         let issuedAt = Date(timeIntervalSince1970: (now.timeIntervalSince1970 - Self.backdate).rounded(.down))
-        let claims = Claims(iss: IssuerClaim(value: clientEmail), scope: Self.scope, aud: AudienceClaim(value: audience),
-                            iat: IssuedAtClaim(value: issuedAt), exp: ExpirationClaim(value: issuedAt + Self.lifetime))
+        let claims = Claims(
+            iss: IssuerClaim(value: clientEmail), scope: Self.scope, aud: AudienceClaim(value: audience),
+            iat: IssuedAtClaim(value: issuedAt), exp: ExpirationClaim(value: issuedAt + Self.lifetime))
         let keys = await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256, kid: keyID)
         return try await keys.sign(claims, kid: keyID)
     }

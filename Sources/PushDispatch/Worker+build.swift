@@ -1,13 +1,13 @@
 import AsyncHTTPClient
 import DeviceRegistry
+import FCMTransport
 import Logging
 import NIOCore
 import NIOSSL
 import PostgresNIO
 import ServiceLifecycle
-import UnixSignals
-import FCMTransport
 import ServiceSupport
+import UnixSignals
 
 /// Runs push-worker as one ServiceGroup: the PostgreSQL client, the token endpoint's HTTP
 /// client, the FCM connections, the optional operations server and the dispatcher. The group
@@ -23,7 +23,8 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
     let metrics = DispatchMetrics()
     var services: [any Service] = [client, HTTPClientService(client: http), fcm]
     if let port = configuration.metricsPort {
-        services.append(buildWorkerOperations(host: configuration.metricsHost, port: port, client: client, metrics: metrics, logger: logger))
+        services.append(
+            buildWorkerOperations(host: configuration.metricsHost, port: port, client: client, metrics: metrics, logger: logger))
     }
     services.append(Dispatcher(configuration: configuration, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
     var groupConfiguration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
@@ -33,11 +34,13 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
     groupConfiguration.maximumGracefulShutdownDuration = configuration.drainBound
     groupConfiguration.maximumCancellationDuration = DispatchConfiguration.cancellationBound
     let group = ServiceGroup(configuration: groupConfiguration)
-    logger.info("push-worker starting", metadata: [
-        "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
-        "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",
-        "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
-    ])
+    logger.info(
+        "push-worker starting",
+        metadata: [
+            "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
+            "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",
+            "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
+        ])
     try await ProgramStartup.listening(on: configuration.metricsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
         try await group.run()
     }
@@ -61,11 +64,13 @@ func makeHTTPClient(_ configuration: DispatchConfiguration, tls: TLSConfiguratio
 
 /// The sends' client: HTTP/2 over TLS to FCM_BASE_URL.
 func makeFCMClient(_ configuration: DispatchConfiguration, tls: TLSConfiguration) throws -> FCMClient {
-    let pool = try FCMConnectionPool(endpoint: FCMEndpoint.parse(configuration.fcmBaseURL), concurrency: configuration.concurrency,
-                                     tlsConfiguration: tls)
+    let pool = try FCMConnectionPool(
+        endpoint: FCMEndpoint.parse(configuration.fcmBaseURL), concurrency: configuration.concurrency,
+        tlsConfiguration: tls)
     // One connection (FCM allows 100 streams on each) for high-priority sends: never queued
     // behind a campaign's requests in a connection's buffers and the server's reading of it.
-    let express = try FCMConnectionPool(endpoint: FCMEndpoint.parse(configuration.fcmBaseURL),
-                                        concurrency: min(configuration.concurrency, FCMClient.expressConcurrency), tlsConfiguration: tls)
+    let express = try FCMConnectionPool(
+        endpoint: FCMEndpoint.parse(configuration.fcmBaseURL),
+        concurrency: min(configuration.concurrency, FCMClient.expressConcurrency), tlsConfiguration: tls)
     return FCMClient(pool: pool, expressPool: express, timeout: configuration.fcmRequestTimeout)
 }

@@ -7,9 +7,11 @@ import ServiceLifecycle
 import ServiceSupport
 
 /// `/metrics`, `/healthz`, `/readyz` on METRICS_HOST:METRICS_PORT.
-public func buildWorkerOperations(host: String, port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service {
-    Application(router: workerOperationsRouter(client: client, metrics: metrics, logger: logger),
-                configuration: .init(address: .hostname(host, port: port), serverName: "push-worker"), logger: logger)
+public func buildWorkerOperations(host: String, port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service
+{
+    Application(
+        router: workerOperationsRouter(client: client, metrics: metrics, logger: logger),
+        configuration: .init(address: .hostname(host, port: port), serverName: "push-worker"), logger: logger)
 }
 
 /// The routes apart from the server, so that docs/contract.md can be checked against them.
@@ -21,13 +23,18 @@ func workerOperationsRouter(client: PostgresClient, metrics: DispatchMetrics, lo
             try await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)
             return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"status":"ready"}"#)))
         } catch {
-            return Response(status: .serviceUnavailable, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(
-                string: #"{"code":"DATABASE_UNAVAILABLE","status":"SERVICE_UNAVAILABLE","message":"the database is unavailable"}"#)))
+            return Response(
+                status: .serviceUnavailable, headers: [.contentType: "application/json"],
+                body: .init(
+                    byteBuffer: ByteBuffer(
+                        string: #"{"code":"DATABASE_UNAVAILABLE","status":"SERVICE_UNAVAILABLE","message":"the database is unavailable"}"#))
+            )
         }
     }
     router.get("metrics") { _, _ in
-        Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                 body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: metrics.text())))
     }
     return router
 }

@@ -21,15 +21,18 @@ public enum DatabaseConfiguration {
         var configuration: PostgresClient.Configuration
         switch settings.endpoint {
         case .unixSocket(let path):
-            configuration = .init(unixSocketPath: path, username: settings.username, password: settings.password, database: settings.database)
+            configuration = .init(
+                unixSocketPath: path, username: settings.username, password: settings.password, database: settings.database)
         case .tcp(let host, let port):
-            let tls: PostgresClient.Configuration.TLS = switch settings.tls {
-            case .disable: .disable
-            case .prefer(let tlsConfiguration): .prefer(tlsConfiguration)
-            case .require(let tlsConfiguration): .require(tlsConfiguration)
-            }
-            configuration = .init(host: host, port: port, username: settings.username, password: settings.password,
-                                  database: settings.database, tls: tls)
+            let tls: PostgresClient.Configuration.TLS =
+                switch settings.tls {
+                case .disable: .disable
+                case .prefer(let tlsConfiguration): .prefer(tlsConfiguration)
+                case .require(let tlsConfiguration): .require(tlsConfiguration)
+                }
+            configuration = .init(
+                host: host, port: port, username: settings.username, password: settings.password,
+                database: settings.database, tls: tls)
         }
         configuration.options.connectTimeout = connectTimeout
         if let poolMax = settings.poolMax { configuration.options.maximumConnections = poolMax }
@@ -44,15 +47,18 @@ public enum DatabaseConfiguration {
         var configuration: PostgresConnection.Configuration
         switch settings.endpoint {
         case .unixSocket(let path):
-            configuration = .init(unixSocketPath: path, username: settings.username, password: settings.password, database: settings.database)
+            configuration = .init(
+                unixSocketPath: path, username: settings.username, password: settings.password, database: settings.database)
         case .tcp(let host, let port):
-            let tls: PostgresConnection.Configuration.TLS = switch settings.tls {
-            case .disable: .disable
-            case .prefer(let tlsConfiguration): .prefer(try NIOSSLContext(configuration: tlsConfiguration))
-            case .require(let tlsConfiguration): .require(try NIOSSLContext(configuration: tlsConfiguration))
-            }
-            configuration = .init(host: host, port: port, username: settings.username, password: settings.password,
-                                  database: settings.database, tls: tls)
+            let tls: PostgresConnection.Configuration.TLS =
+                switch settings.tls {
+                case .disable: .disable
+                case .prefer(let tlsConfiguration): .prefer(try NIOSSLContext(configuration: tlsConfiguration))
+                case .require(let tlsConfiguration): .require(try NIOSSLContext(configuration: tlsConfiguration))
+                }
+            configuration = .init(
+                host: host, port: port, username: settings.username, password: settings.password,
+                database: settings.database, tls: tls)
         }
         configuration.options.connectTimeout = TimeAmount(connectTimeout)
         return configuration
@@ -80,12 +86,12 @@ public enum DatabaseConfiguration {
 
         init(_ url: String) throws {
             guard let components = URLComponents(string: url),
-                  let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme)
+                let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme)
             else {
                 throw DatabaseURLError(reason: "expected postgres://user:password@host:port/database")
             }
             guard let username = components.percentEncodedUser.flatMap({ $0.removingPercentEncoding }),
-                  !username.isEmpty
+                !username.isEmpty
             else {
                 throw DatabaseURLError(reason: "a user name is required (postgres://USER@host/database)")
             }

@@ -116,9 +116,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try object(depth: depth + 1)
         case UInt8(ascii: "["): return try array(depth: depth + 1)
         case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
         default: throw failure()
         }
@@ -127,7 +133,7 @@ public struct JSONParser {
     private mutating func literal(_ word: StaticString) throws(JSONSyntaxError) {
         let count = word.utf8CodeUnitCount
         guard bytes.count - index >= count,
-              memcmp(bytes.baseAddress! + index, word.utf8Start, count) == 0
+            memcmp(bytes.baseAddress! + index, word.utf8Start, count) == 0
         else {
             // Point at the first byte that differs (`tru}` at the `}`), not at the word's start.
             let letters = UnsafeRawBufferPointer(start: word.utf8Start, count: count)

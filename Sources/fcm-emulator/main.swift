@@ -95,7 +95,8 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
     @Option(help: "Port to listen on; 0 picks a free one.")
     var port = 0
 
-    @Flag(name: .customLong("no-tls"), help: "Serve plain HTTP/1.1 instead of HTTP/1.1 + HTTP/2 over TLS (push-worker sends only over TLS).")
+    @Flag(
+        name: .customLong("no-tls"), help: "Serve plain HTTP/1.1 instead of HTTP/1.1 + HTTP/2 over TLS (push-worker sends only over TLS).")
     var noTLS = false
 
     @Option(name: .customLong("ca-out"), help: "Where to write the generated CA certificate (PEM).")
@@ -128,32 +129,42 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
     )
     var prefixRules: [String] = []
 
-    @Flag(name: .customLong("no-default-prefixes"), help: "Do not install the default prefix rules (unregistered-, invalid-, mismatch-, unavailable-, slow-).")
+    @Flag(
+        name: .customLong("no-default-prefixes"),
+        help: "Do not install the default prefix rules (unregistered-, invalid-, mismatch-, unavailable-, slow-).")
     var noDefaultPrefixes = false
 
     @Option(name: .customLong("retain-messages"), help: "How many accepted messages to keep for GET /emulator/messages.")
     var retainedMessages = 1000
 
-    @Option(name: .customLong("streams-per-connection"),
-            help: ArgumentHelp("End each HTTP/2 connection with GOAWAY after N streams, as Google's front ends end connections now and then (default: never).",
-                               valueName: "n"))
+    @Option(
+        name: .customLong("streams-per-connection"),
+        help: ArgumentHelp(
+            "End each HTTP/2 connection with GOAWAY after N streams, as Google's front ends end connections now and then (default: never).",
+            valueName: "n"))
     var streamsPerConnection: Int?
 
-    @Option(name: .customLong("max-concurrent-streams"),
-            help: ArgumentHelp("The SETTINGS_MAX_CONCURRENT_STREAMS HTTP/2 connections advertise; streams beyond it are refused.", valueName: "n"))
+    @Option(
+        name: .customLong("max-concurrent-streams"),
+        help: ArgumentHelp(
+            "The SETTINGS_MAX_CONCURRENT_STREAMS HTTP/2 connections advertise; streams beyond it are refused.", valueName: "n"))
     var maxConcurrentStreams = 100
 
-    @Option(help: ArgumentHelp("Answer each delivered send after a delay drawn from PROFILE, e.g. 50%:30ms,39%:60ms,10%:150ms,1%:2s.",
-                               valueName: "profile"),
-            transform: { text throws(LatencyProfileError) in try LatencyProfile(parsing: text) })
+    @Option(
+        help: ArgumentHelp(
+            "Answer each delivered send after a delay drawn from PROFILE, e.g. 50%:30ms,39%:60ms,10%:150ms,1%:2s.",
+            valueName: "profile"),
+        transform: { text throws(LatencyProfileError) in try LatencyProfile(parsing: text) })
     var latency: LatencyProfile?
 
-    @Option(name: .customLong("outage-after"),
-            help: ArgumentHelp("Begin an outage this many seconds after start (with --outage-for).", valueName: "seconds"))
+    @Option(
+        name: .customLong("outage-after"),
+        help: ArgumentHelp("Begin an outage this many seconds after start (with --outage-for).", valueName: "seconds"))
     var outageAfter: Double?
 
-    @Option(name: .customLong("outage-for"),
-            help: ArgumentHelp("How long the outage of --outage-after lasts: connections are reset, new ones refused.", valueName: "seconds"))
+    @Option(
+        name: .customLong("outage-for"),
+        help: ArgumentHelp("How long the outage of --outage-after lasts: connections are reset, new ones refused.", valueName: "seconds"))
     var outageFor: Double?
 
     func validate() throws {
@@ -167,8 +178,12 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
         switch (outageAfter, outageFor) {
         case (nil, nil): break
         case (let after?, let duration?):
-            guard (0...Self.longestWait).contains(after) else { throw ValidationError("--outage-after must be from 0 to \(Int(Self.longestWait)) seconds") }
-            guard (0...Self.longestWait).contains(duration) else { throw ValidationError("--outage-for must be from 0 to \(Int(Self.longestWait)) seconds") }
+            guard (0...Self.longestWait).contains(after) else {
+                throw ValidationError("--outage-after must be from 0 to \(Int(Self.longestWait)) seconds")
+            }
+            guard (0...Self.longestWait).contains(duration) else {
+                throw ValidationError("--outage-for must be from 0 to \(Int(Self.longestWait)) seconds")
+            }
         default: throw ValidationError("--outage-after and --outage-for go together")
         }
     }
@@ -287,8 +302,9 @@ struct FCMEmulatorCommand: AsyncParsableCommand {
             if error == EEXIST { return }  // another start won the race: use its file
             throw StartupError("cannot write the demo service account \(path): \(String(cString: strerror(error)))")
         }
-        FileHandle.standardError.write(Data(
-            "fcm-emulator: generated demo service account \(demoClientEmail) (project \(demoProjectID)) in \(path)\n".utf8))
+        FileHandle.standardError.write(
+            Data(
+                "fcm-emulator: generated demo service account \(demoClientEmail) (project \(demoProjectID)) in \(path)\n".utf8))
     }
 
     private static func readServiceAccount(path: String) throws -> RegisteredAccount {

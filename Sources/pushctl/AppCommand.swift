@@ -68,7 +68,8 @@ struct AppCommand: AsyncParsableCommand {
             case (nil, false): throw ValidationError("give --per-second N, or --unlimited")
             case (.some, true): throw ValidationError("give --per-second or --unlimited, not both")
             case (let rate?, false) where rate <= 0:
-                throw ValidationError("--per-second must be a positive whole number of sends per second, not \(rate) (--unlimited lifts the cap)")
+                throw ValidationError(
+                    "--per-second must be a positive whole number of sends per second, not \(rate) (--unlimited lifts the cap)")
             default: break
             }
         }
@@ -94,10 +95,13 @@ struct AppCommand: AsyncParsableCommand {
                     try await AppDirectory(client: client, logger: logger).list()
                 }
                 let rows = apps.map { app in
-                    [String(app.id), app.code, app.name, app.fcmProjectID ?? "-", app.fcmClientEmail ?? "-",
-                     app.hasCredentials ? "yes" : "no", app.maxSendsPerSecond.map(String.init) ?? "unlimited"]
+                    [
+                        String(app.id), app.code, app.name, app.fcmProjectID ?? "-", app.fcmClientEmail ?? "-",
+                        app.hasCredentials ? "yes" : "no", app.maxSendsPerSecond.map(String.init) ?? "unlimited",
+                    ]
                 }
-                print(TextTable.render(header: ["ID", "CODE", "NAME", "FCM PROJECT", "CLIENT EMAIL", "CREDENTIALS", "SENDS/S"], rows: rows))
+                print(
+                    TextTable.render(header: ["ID", "CODE", "NAME", "FCM PROJECT", "CLIENT EMAIL", "CREDENTIALS", "SENDS/S"], rows: rows))
             }
         }
     }

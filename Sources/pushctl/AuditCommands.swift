@@ -59,13 +59,18 @@ struct DeliveryWriter {
             print(TextTable.line(Self.cells(record), widths: Self.widths))
         case .csv:
             if count == 0 {
-                print(["id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
-                       "error_message", "fcm_message_id", "device_id", "created_at"].joined(separator: ","))
+                print(
+                    [
+                        "id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
+                        "error_message", "fcm_message_id", "device_id", "created_at",
+                    ].joined(separator: ","))
             }
-            let cells = [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
-                         record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
-                         record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
-                         WireJSON.formatted(record.createdAt)]
+            let cells = [
+                String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
+                record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
+                record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
+                WireJSON.formatted(record.createdAt),
+            ]
             print(cells.map(Self.csvField).joined(separator: ","))
         case .json:
             print(count == 0 ? "[" : ",", String(decoding: WireJSON.encoded(record), as: UTF8.self), separator: "")
@@ -82,8 +87,10 @@ struct DeliveryWriter {
 
     static func cells(_ record: DeliveryRecord) -> [String] {
         let error = [record.errorCode, record.errorMessage].compactMap { $0 }.joined(separator: ": ")
-        return [String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
-                record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt), error]
+        return [
+            String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
+            record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt), error,
+        ]
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double its quotes.
@@ -114,14 +121,17 @@ struct Devices: AsyncParsableCommand {
                 print(user.map { "user \($0) has no devices in \(app)" } ?? "\(app) has no devices")
                 return
             }
-            print(TextTable.render(
-                header: ["ID", "USER", "PLATFORM", "TOKEN", "TYPE", "DEVICE", "ACTIVE", "LAST USED", "DEACTIVATED"],
-                rows: devices.map { device in
-                    [String(device.id), String(device.userID), device.platform.rawValue, maskedToken(device.token),
-                     device.tokenType.rawValue, device.deviceID ?? "-", device.isActive ? "yes" : "no",
-                     WireJSON.formatted(device.lastUsedAt),
-                     device.deactivatedAt.map { "\(WireJSON.formatted($0)) (\(device.deactivationReason?.rawValue ?? "?"))" } ?? "-"]
-                }))
+            print(
+                TextTable.render(
+                    header: ["ID", "USER", "PLATFORM", "TOKEN", "TYPE", "DEVICE", "ACTIVE", "LAST USED", "DEACTIVATED"],
+                    rows: devices.map { device in
+                        [
+                            String(device.id), String(device.userID), device.platform.rawValue, maskedToken(device.token),
+                            device.tokenType.rawValue, device.deviceID ?? "-", device.isActive ? "yes" : "no",
+                            WireJSON.formatted(device.lastUsedAt),
+                            device.deactivatedAt.map { "\(WireJSON.formatted($0)) (\(device.deactivationReason?.rawValue ?? "?"))" } ?? "-",
+                        ]
+                    }))
         }
     }
 }

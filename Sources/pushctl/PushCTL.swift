@@ -11,8 +11,10 @@ struct PushCTL: AsyncParsableCommand {
         commandName: "pushctl",
         abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, the delivery audit, devices, pruning.",
         discussion: "Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default info).",
-        subcommands: [Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Deliveries.self,
-                      Devices.self, Prune.self])
+        subcommands: [
+            Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Deliveries.self,
+            Devices.self, Prune.self,
+        ])
 }
 
 /// Options every database command shares.

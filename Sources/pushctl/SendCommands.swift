@@ -12,16 +12,19 @@ struct MessageOptions: ParsableArguments {
     @Option(help: "A data entry KEY=VALUE (repeatable).") var data: [String] = []
     @Option(help: "Same key, same job: a retried run never sends twice (e.g. daily-digest-$(date +%F)).") var idempotencyKey: String?
     @Option(help: "Send at this time, ISO 8601 (e.g. 2026-12-01T09:00:00Z); default now.") var at: String?
-    @Option(help: ArgumentHelp(
-        "Our scheduling priority (default: high for send, bulk for campaign).",
-        discussion: "Which jobs workers serve first; not FCM's android.priority or apns-priority (set those in --message)."))
+    @Option(
+        help: ArgumentHelp(
+            "Our scheduling priority (default: high for send, bulk for campaign).",
+            discussion: "Which jobs workers serve first; not FCM's android.priority or apns-priority (set those in --message)."))
     var priority: JobPriority?
     @Option(help: "Skip (EXPIRED) what is not sent by this ISO 8601 time.") var expiresAt: String?
     // Unconditional: `--ttl -5` is refused as a lifetime, not as an unknown option.
-    @Option(parsing: .unconditional,
-            help: ArgumentHelp("Skip (EXPIRED) what is not sent this long after the send time: seconds, or 90s, 15m, 2h, 1d.",
-                               valueName: "duration"),
-            transform: MessageOptions.ttl)
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Skip (EXPIRED) what is not sent this long after the send time: seconds, or 90s, 15m, 2h, 1d.",
+            valueName: "duration"),
+        transform: MessageOptions.ttl)
     var ttl: Duration?
     @Flag(help: "Let FCM validate every message without delivering (validate_only).") var dryRun = false
 
@@ -140,9 +143,13 @@ struct Jobs: AsyncParsableCommand {
             let jobs = try await withDatabase(database) { client, logger in
                 try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
             }
-            print(TextTable.render(header: ["ID", "APP", "KIND", "STATUS", "DRY RUN", "PRIORITY", "SEND AT", "EXPIRES AT", "AUDIENCE",
-                                            "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING", "TITLE"],
-                                   rows: jobs.map(Self.row)))
+            print(
+                TextTable.render(
+                    header: [
+                        "ID", "APP", "KIND", "STATUS", "DRY RUN", "PRIORITY", "SEND AT", "EXPIRES AT", "AUDIENCE",
+                        "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING", "TITLE",
+                    ],
+                    rows: jobs.map(Self.row)))
         }
     }
 
@@ -150,9 +157,12 @@ struct Jobs: AsyncParsableCommand {
     static let titleWidth = 30
 
     static func row(_ job: JobSummary) -> [String] {
-        [String(job.id), job.appCode, job.kind.rawValue, job.status.rawValue, job.dryRun ? "yes" : "-", job.priority.rawValue, WireJSON.formatted(job.sendAt),
-         job.expiresAt.map(WireJSON.formatted) ?? "-", job.audience.map(String.init) ?? "-", String(job.sent), String(job.failed),
-         String(job.skipped), String(job.expired), String(job.pending), job.title.map { TextTable.clipped($0, to: titleWidth) } ?? "-"]
+        [
+            String(job.id), job.appCode, job.kind.rawValue, job.status.rawValue, job.dryRun ? "yes" : "-", job.priority.rawValue,
+            WireJSON.formatted(job.sendAt),
+            job.expiresAt.map(WireJSON.formatted) ?? "-", job.audience.map(String.init) ?? "-", String(job.sent), String(job.failed),
+            String(job.skipped), String(job.expired), String(job.pending), job.title.map { TextTable.clipped($0, to: titleWidth) } ?? "-",
+        ]
     }
 }
 
@@ -216,10 +226,11 @@ enum JobReport {
     static func bar(_ job: JobSummary, width: Int = 30) -> String {
         let done = job.sent + job.failed + job.skipped
         // No audience to measure against (counted empty, or never counted): all done once finished.
-        let fraction = switch job.audience {
-        case nil, 0: job.status.isFinished ? 1.0 : 0
-        case let audience?: Double(done) / Double(audience)
-        }
+        let fraction =
+            switch job.audience {
+            case nil, 0: job.status.isFinished ? 1.0 : 0
+            case let audience?: Double(done) / Double(audience)
+            }
         let filled = Int((fraction * Double(width)).rounded(.down))
         let state = job.status == .queued && job.sendAt > Date() ? "queued until \(WireJSON.formatted(job.sendAt))" : job.status.rawValue
         return "[" + String(repeating: "#", count: filled) + String(repeating: "·", count: width - filled) + "] "
@@ -295,7 +306,10 @@ struct Prune: AsyncParsableCommand {
             }
             let total = counts.reduce(0) { $0 + $1.devices }
             for (app, devices) in counts { print("\(app): \(devices)") }
-            print(dryRun ? "would deactivate \(total) devices idle for over \(idleDays) days" : "deactivated \(total) devices idle for over \(idleDays) days")
+            print(
+                dryRun
+                    ? "would deactivate \(total) devices idle for over \(idleDays) days"
+                    : "deactivated \(total) devices idle for over \(idleDays) days")
         }
     }
 }

@@ -9,7 +9,8 @@ enum TextTable {
     /// One row padded to `widths`; the last cell is never padded.
     static func line(_ cells: [String], widths: [Int]) -> String {
         cells.enumerated().map { index, cell in
-            index == cells.count - 1 || index >= widths.count ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ", startingAt: 0)
+            index == cells.count - 1 || index >= widths.count
+                ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ", startingAt: 0)
         }.joined(separator: "  ")
     }
 

@@ -2,8 +2,8 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFoundationCompat
-import Testing
 import TestSupport
+import Testing
 
 /// The console in a real browser (headless Chromium through chromedriver) against push-api,
 /// push-worker and fcm-emulator as deployed: what an admin does, and what the browser itself
@@ -140,8 +140,9 @@ struct ConsoleBrowserTests {
         try await browser.type(payload, into: "#title")
         try await browser.click("input[name=dryRun]")
         try await browser.clickToNavigate("button[value=send]")
-        #expect(try await browser.text(of: "pre.message").contains(#"<img src=x onerror=\"alert('title')\"><script>alert(\"title\")</script>"#),
-                "the title shows as the text it is")
+        #expect(
+            try await browser.text(of: "pre.message").contains(#"<img src=x onerror=\"alert('title')\"><script>alert(\"title\")</script>"#),
+            "the title shows as the text it is")
         #expect(try await browser.openDialogText() == nil, "no script ran")
         #expect(try await browser.findAll("main img, main script").isEmpty)
         try await stack.open("/jobs")
@@ -201,7 +202,8 @@ struct ConsoleBrowserTests {
         // The export link of this filter, fetched with the browser's session cookie.
         let href = try #require(try await browser.property("href", of: try await browser.find("a[download]")) as? String)
         #expect(href.contains("job=\(job)") && href.contains("status=failed"))
-        let session = try #require(try await browser.cookies().first { $0["name"] as? String == "push_console_session" }?["value"] as? String)
+        let session = try #require(
+            try await browser.cookies().first { $0["name"] as? String == "push_console_session" }?["value"] as? String)
         var request = HTTPClientRequest(url: href)
         request.headers.add(name: "Cookie", value: "push_console_session=\(session)")
         let response = try await stack.https.execute(request, timeout: .seconds(10))
@@ -211,7 +213,8 @@ struct ConsoleBrowserTests {
         #expect(lines.count == 2, "\(csv)")
         #expect(lines.first?.hasPrefix("id,job_id,user_id,app,platform,token,status,attempts,updated_at,error_code") == true)
         let cells = lines.last.map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) } ?? []
-        #expect(cells.count > 9 && cells[1] == "\(job)" && cells[2] == "310" && cells[6] == "failed" && cells[9] == "UNREGISTERED", "\(csv)")
+        #expect(
+            cells.count > 9 && cells[1] == "\(job)" && cells[2] == "310" && cells[6] == "failed" && cells[9] == "UNREGISTERED", "\(csv)")
         #expect(!csv.contains(dead) && !csv.contains(live))
     }
 
@@ -223,8 +226,10 @@ struct ConsoleBrowserTests {
         let browser = stack.browser
         let job = try await stack.text("SELECT max(id)::text FROM push_jobs WHERE status = 'completed' AND platforms IS NOT NULL")
         var shots: [(String, Data)] = []
-        for (name, path) in [("console-overview", ""), ("console-jobs", "/jobs"), ("console-job", "/jobs/\(job)"),
-                             ("console-deliveries", "/deliveries"), ("console-devices", "/devices?app=demo&user=300")] {
+        for (name, path) in [
+            ("console-overview", ""), ("console-jobs", "/jobs"), ("console-job", "/jobs/\(job)"),
+            ("console-deliveries", "/deliveries"), ("console-devices", "/devices?app=demo&user=300"),
+        ] {
             try await stack.open(path)
             shots.append((name, try await browser.fullPageScreenshot()))
         }

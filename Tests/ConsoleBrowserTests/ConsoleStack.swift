@@ -6,8 +6,8 @@ import NIOCore
 import NIOFoundationCompat
 import NIOSSL
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 /// The programs as deployed, each built by the suite and run as a subprocess on a throwaway
 /// database: fcm-emulator (with its demo service account), push-worker sending to it, push-api
@@ -37,9 +37,11 @@ final class ConsoleStack: Sendable {
         try #require(current, "the test runs outside ConsoleStack.Scope (add the .consoleStack trait to its suite)")
     }
 
-    private init(folder: URL, database: TestDatabase, emulator: RunningProduct, emulatorBaseURL: String, emulatorCAFile: String,
-                 worker: RunningProduct, api: RunningProduct, consoleURL: String, appID: Int64, driver: ChromeDriver,
-                 browser: WebDriverSession, https: HTTPClient) {
+    private init(
+        folder: URL, database: TestDatabase, emulator: RunningProduct, emulatorBaseURL: String, emulatorCAFile: String,
+        worker: RunningProduct, api: RunningProduct, consoleURL: String, appID: Int64, driver: ChromeDriver,
+        browser: WebDriverSession, https: HTTPClient
+    ) {
         self.folder = folder
         self.database = database
         self.emulator = emulator
@@ -72,22 +74,27 @@ final class ConsoleStack: Sendable {
             let (baseURL, tokenURL, caFile) = (setting("FCM_BASE_URL"), setting("GOOGLE_TOKEN_URL"), setting("PUSH_CA_FILE"))
 
             let added = try await BuiltProduct("pushctl").run(
-                ["app", "add", "--code", appCode, "--name", "Demo", "--service-account", account], environment: ["DATABASE_URL": database.url])
+                ["app", "add", "--code", appCode, "--name", "Demo", "--service-account", account],
+                environment: ["DATABASE_URL": database.url])
             guard added.status == 0, let appID = added.stdout.firstMatch(of: /\(id (\d+)\)/).flatMap({ Int64($0.1) }) else {
                 throw StackError("pushctl app add failed: \(added.stdout) \(added.stderr)")
             }
 
-            let worker = try BuiltProduct("push-worker").start([], environment: [
-                "DATABASE_URL": database.url, "FCM_BASE_URL": baseURL, "GOOGLE_TOKEN_URL": tokenURL, "PUSH_CA_FILE": caFile,
-                "WORKER_CONCURRENCY": "16", "LOG_LEVEL": "info",
-            ])
+            let worker = try BuiltProduct("push-worker").start(
+                [],
+                environment: [
+                    "DATABASE_URL": database.url, "FCM_BASE_URL": baseURL, "GOOGLE_TOKEN_URL": tokenURL, "PUSH_CA_FILE": caFile,
+                    "WORKER_CONCURRENCY": "16", "LOG_LEVEL": "info",
+                ])
             started.append(worker)
 
             let port = try LocalCluster.freePort()
-            let api = try BuiltProduct("push-api").start([], environment: [
-                "DATABASE_URL": database.url, "API_PORT": "\(port)", "PUSH_ADMIN_TOKEN": adminToken,
-                "JWT_SECRET": "browser-tests-jwt-secret-0123456789abcdef", "LOG_LEVEL": "info",
-            ])
+            let api = try BuiltProduct("push-api").start(
+                [],
+                environment: [
+                    "DATABASE_URL": database.url, "API_PORT": "\(port)", "PUSH_ADMIN_TOKEN": adminToken,
+                    "JWT_SECRET": "browser-tests-jwt-secret-0123456789abcdef", "LOG_LEVEL": "info",
+                ])
             started.append(api)
             let consoleURL = "http://127.0.0.1:\(port)/console"
             var tls = TLSConfiguration.makeClientConfiguration()
@@ -96,7 +103,9 @@ final class ConsoleStack: Sendable {
             do {
                 var up = false
                 for _ in 0..<100 where !up {
-                    up = (try? await https.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"), timeout: .seconds(2)))?.status == .ok
+                    up =
+                        (try? await https.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"), timeout: .seconds(2)))?.status
+                        == .ok
                     if !up { try await Task.sleep(for: .milliseconds(100)) }
                 }
                 guard up else { throw StackError("push-api did not start: \(api.log)") }
@@ -108,9 +117,10 @@ final class ConsoleStack: Sendable {
                     await driver.stop()
                     throw error
                 }
-                return ConsoleStack(folder: folder, database: database, emulator: emulator, emulatorBaseURL: baseURL,
-                                    emulatorCAFile: caFile, worker: worker, api: api, consoleURL: consoleURL, appID: appID,
-                                    driver: driver, browser: browser, https: https)
+                return ConsoleStack(
+                    folder: folder, database: database, emulator: emulator, emulatorBaseURL: baseURL,
+                    emulatorCAFile: caFile, worker: worker, api: api, consoleURL: consoleURL, appID: appID,
+                    driver: driver, browser: browser, https: https)
             } catch {
                 try? await https.shutdown()
                 throw error
@@ -164,7 +174,8 @@ final class ConsoleStack: Sendable {
         return try await database.withClient { client in
             try await DeviceDirectory(client: client).register(
                 DeviceRegistration(token: token, platform: platform, deviceID: deviceID, tokenType: nil),
-                userID: user, appID: appID, logger: Logger(label: "console-browser-tests")).device.id
+                userID: user, appID: appID, logger: Logger(label: "console-browser-tests")
+            ).device.id
         }
     }
 

@@ -1,8 +1,8 @@
 import Foundation
 import PushAPI
 import PushDispatch
-import Testing
 import TestSupport
+import Testing
 
 /// What the programs read is what their --help and the configuration table in docs/operating.md say.
 @Suite struct ConfigurationDocsTests {

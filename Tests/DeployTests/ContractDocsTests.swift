@@ -1,16 +1,17 @@
 import DeviceRegistry
-@testable import FCMEmulator
 import Foundation
 import Hummingbird
 import Logging
 import PostgresNIO
 import Prometheus
+import ServiceSupport
+import TestSupport
+import Testing
+import Yams
+
+@testable import FCMEmulator
 @testable import PushAPI
 @testable import PushDispatch
-import Testing
-import TestSupport
-import Yams
-import ServiceSupport
 
 /// docs/contract.md is the external contract: each of its tables is compared, both ways, with
 /// what the code has, so that a name it gives exists and a name the code has is given.
@@ -20,8 +21,9 @@ import ServiceSupport
     @Test func programsAreThePackagesExecutables() throws {
         let manifest = try String(contentsOf: repositoryRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
         let executables = matches(of: #"\.executable\(name: "([^"]+)""#, in: manifest)
-        try expectSameNames(documented: ContractDocument.load().keys(under: "Programs"), actual: Set(executables),
-                            section: "Programs", source: "Package.swift's executable products")
+        try expectSameNames(
+            documented: ContractDocument.load().keys(under: "Programs"), actual: Set(executables),
+            section: "Programs", source: "Package.swift's executable products")
     }
 
     /// Pairs "VARIABLE read by program", so that a variable listed under the wrong program fails too.
@@ -37,8 +39,9 @@ import ServiceSupport
         let documented = try ContractDocument.load().rows(under: "Environment variables").flatMap { row in
             row.cells[1].split(separator: ",").map { "\(row.key) read by \($0.trimmingCharacters(in: .whitespaces))" }
         }
-        expectSameNames(documented: documented, actual: actual, section: "Environment variables",
-                        source: "the programs' declared variables (APIConfiguration, DispatchConfiguration, Sources/pushctl)")
+        expectSameNames(
+            documented: documented, actual: actual, section: "Environment variables",
+            source: "the programs' declared variables (APIConfiguration, DispatchConfiguration, Sources/pushctl)")
     }
 
     @Test func tablesAndTheirColumnsAreWhatTheMigrationsCreate() async throws {
@@ -62,7 +65,9 @@ import ServiceSupport
             guard let existing = columns[row.key], row.cells.count > 2 else { continue }
             // Values in parentheses (`ios`, `logout`, …) are examples, not columns.
             for column in backticked(in: withoutParentheses(row.cells[2])) where !existing.contains(column) {
-                Issue.record("\(Self.document) § Tables: `\(row.key)` names the column `\(column)`, which a migrated database's \(row.key) does not have")
+                Issue.record(
+                    "\(Self.document) § Tables: `\(row.key)` names the column `\(column)`, which a migrated database's \(row.key) does not have"
+                )
             }
         }
     }
@@ -91,7 +96,9 @@ import ServiceSupport
             let name = SQLSignature.name(of: row.key)
             guard let existing = signatures[name] else { continue }
             if !existing.contains(SQLSignature.normalised(row.key)) {
-                Issue.record("\(Self.document) § SQL functions gives `\(row.key)`; a migrated database has `\(existing.sorted().joined(separator: "` and `"))`")
+                Issue.record(
+                    "\(Self.document) § SQL functions gives `\(row.key)`; a migrated database has `\(existing.sorted().joined(separator: "` and `"))`"
+                )
             }
             let audience = row.cells.count > 1 ? row.cells[1] : ""
             if !["backends", "internal"].contains(audience) {
@@ -113,15 +120,18 @@ import ServiceSupport
         // The console's pages have a table of their own, and no place in the API's schema.
         let routes = Set(router.routes.map { "\($0.method) \($0.path)" })
         let consolePages = routes.filter { $0.split(separator: " ").last?.hasPrefix("/console") == true }
-        expectSameNames(documented: rows.map(\.key), actual: routes.subtracting(consolePages),
-                        section: "push-api endpoints", source: "push-api's router (Sources/PushAPI/Application+build.swift)")
-        expectSameNames(documented: try ContractDocument.load().keys(under: "push-api console pages"), actual: consolePages,
-                        section: "push-api console pages", source: "the console's routes (Sources/PushAPI/Console/ConsoleController.swift)")
+        expectSameNames(
+            documented: rows.map(\.key), actual: routes.subtracting(consolePages),
+            section: "push-api endpoints", source: "push-api's router (Sources/PushAPI/Application+build.swift)")
+        expectSameNames(
+            documented: try ContractDocument.load().keys(under: "push-api console pages"), actual: consolePages,
+            section: "push-api console pages", source: "the console's routes (Sources/PushAPI/Console/ConsoleController.swift)")
 
         // The schema the doc links to describes the same operations, with the auth the doc gives.
         let authentication = try OpenAPIAuthentication.load()
-        expectSameNames(documented: rows.map(\.key), actual: Set(authentication.keys),
-                        section: "push-api endpoints", source: "the paths of Sources/PushAPI/openapi.yaml")
+        expectSameNames(
+            documented: rows.map(\.key), actual: Set(authentication.keys),
+            section: "push-api endpoints", source: "the paths of Sources/PushAPI/openapi.yaml")
         for row in rows {
             if let declared = authentication[row.key], row.cells[1] != declared {
                 Issue.record("\(Self.document) § push-api endpoints: `\(row.key)` takes '\(row.cells[1])', openapi.yaml says '\(declared)'")
@@ -133,20 +143,23 @@ import ServiceSupport
         let logger = Logger(label: "contract-docs")
         let client = try unconnectedClient(logger: logger)
         let router = workerOperationsRouter(client: client, metrics: DispatchMetrics(), logger: logger)
-        try expectSameNames(documented: ContractDocument.load().keys(under: "push-worker endpoints"),
-                            actual: Set(router.routes.map { "\($0.method) \($0.path)" }),
-                            section: "push-worker endpoints", source: "push-worker's router (Sources/PushDispatch/WorkerOperations.swift)")
+        try expectSameNames(
+            documented: ContractDocument.load().keys(under: "push-worker endpoints"),
+            actual: Set(router.routes.map { "\($0.method) \($0.path)" }),
+            section: "push-worker endpoints", source: "push-worker's router (Sources/PushDispatch/WorkerOperations.swift)")
     }
 
     @Test func fcmEmulatorEndpointsAreItsRoutes() throws {
         let logger = Logger(label: "contract-docs")
         let core = EmulatorCore(configuration: FCMEmulator.Configuration())
-        let send = SendEndpoint(registry: core.registry, ledger: core.ledger, latency: core.latency, messageIDs: core.messageIDs,
-                                answers: try CannedAnswers.load(), logger: logger)
+        let send = SendEndpoint(
+            registry: core.registry, ledger: core.ledger, latency: core.latency, messageIDs: core.messageIDs,
+            answers: try CannedAnswers.load(), logger: logger)
         let router = EmulatorRoutes.router(core: core, send: send, scheme: "https", logger: logger)
-        try expectSameNames(documented: ContractDocument.load().keys(under: "fcm-emulator endpoints"),
-                            actual: Set(router.routes.map { "\($0.method) \($0.path)" }),
-                            section: "fcm-emulator endpoints", source: "fcm-emulator's router (Sources/FCMEmulator/FCMEmulator.swift)")
+        try expectSameNames(
+            documented: ContractDocument.load().keys(under: "fcm-emulator endpoints"),
+            actual: Set(router.routes.map { "\($0.method) \($0.path)" }),
+            section: "fcm-emulator endpoints", source: "fcm-emulator's router (Sources/FCMEmulator/FCMEmulator.swift)")
     }
 
     /// The command tree as ArgumentParser describes it (`--experimental-dump-help`), and every
@@ -161,7 +174,8 @@ import ServiceSupport
         expectSameNames(documented: rows.map(\.key), actual: Set(options.keys), section: "pushctl", source: "pushctl's command tree")
         for row in rows {
             guard let known = options[row.key] else { continue }
-            for option in matches(of: #"(?<![\w-])--([a-z][a-z0-9-]*)"#, in: row.cells.dropFirst().joined(separator: " ")) where !known.contains(option) {
+            for option in matches(of: #"(?<![\w-])--([a-z][a-z0-9-]*)"#, in: row.cells.dropFirst().joined(separator: " "))
+            where !known.contains(option) {
                 Issue.record("\(Self.document) § pushctl: `\(row.key)` names --\(option), which `\(row.key) --help` does not have")
             }
         }
@@ -175,14 +189,18 @@ private func unconnectedClient(logger: Logger) throws -> PostgresClient {
 
 /// Records, one line each, what the document names and `source` lacks and what `source` has and
 /// the document does not name.
-private func expectSameNames(documented: [String], actual: Set<String>, section: String, source: String,
-                             sourceLocation: SourceLocation = #_sourceLocation) {
+private func expectSameNames(
+    documented: [String], actual: Set<String>, section: String, source: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     #expect(!actual.isEmpty, "\(source) has nothing: the way the test reads it is stale", sourceLocation: sourceLocation)
     for name in Set(documented).subtracting(actual).sorted() {
-        Issue.record("\(ContractDocsTests.document) § \(section) names `\(name)`, which \(source) does not have", sourceLocation: sourceLocation)
+        Issue.record(
+            "\(ContractDocsTests.document) § \(section) names `\(name)`, which \(source) does not have", sourceLocation: sourceLocation)
     }
     for name in actual.subtracting(documented).sorted() {
-        Issue.record("\(ContractDocsTests.document) § \(section) does not name `\(name)`, which \(source) has", sourceLocation: sourceLocation)
+        Issue.record(
+            "\(ContractDocsTests.document) § \(section) does not name `\(name)`, which \(source) has", sourceLocation: sourceLocation)
     }
     for name in Set(documented) where documented.filter({ $0 == name }).count > 1 {
         Issue.record("\(ContractDocsTests.document) § \(section) names `\(name)` twice", sourceLocation: sourceLocation)
@@ -233,10 +251,17 @@ struct ContractDocument {
         var current = ""
         var escaped = false
         for character in line {
-            if escaped { current.append(character); escaped = false }
-            else if character == "\\" { escaped = true }
-            else if character == "|" { cells.append(current.trimmingCharacters(in: .whitespaces)); current = "" }
-            else { current.append(character) }
+            if escaped {
+                current.append(character)
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == "|" {
+                cells.append(current.trimmingCharacters(in: .whitespaces))
+                current = ""
+            } else {
+                current.append(character)
+            }
         }
         return Array(cells.dropFirst())
     }
@@ -270,12 +295,13 @@ enum OpenAPIAuthentication {
             for (method, operation) in operations where ["get", "put", "post", "delete", "patch", "head", "options"].contains(method) {
                 // No `security` of its own: the document's default, the app user's JWT.
                 let security = (operation as? [String: Any])?["security"] as? [[String: Any]]
-                let auth = switch security {
-                case nil: "app user"
-                case let requirements? where requirements.contains(where: { $0["adminToken"] != nil }): "admin token"
-                case let requirements? where requirements.isEmpty: "none"
-                default: "unknown (\(String(describing: security)))"
-                }
+                let auth =
+                    switch security {
+                    case nil: "app user"
+                    case let requirements? where requirements.contains(where: { $0["adminToken"] != nil }): "admin token"
+                    case let requirements? where requirements.isEmpty: "none"
+                    default: "unknown (\(String(describing: security)))"
+                    }
                 result["\(method.uppercased()) \(path)"] = auth
             }
         }
@@ -302,7 +328,8 @@ struct CommandTree: Decodable {
         /// own `help` subcommand is left out: `--help` on every command stands for it.
         func optionsByCommand(prefix: String = "") -> [String: Set<String>] {
             let path = prefix.isEmpty ? commandName : "\(prefix) \(commandName)"
-            var result: [String: Set<String>] = prefix.isEmpty ? [:] : [path: Set((arguments ?? []).flatMap { ($0.names ?? []).filter { $0.kind == "long" }.map(\.name) })]
+            var result: [String: Set<String>] =
+                prefix.isEmpty ? [:] : [path: Set((arguments ?? []).flatMap { ($0.names ?? []).filter { $0.kind == "long" }.map(\.name) })]
             for subcommand in subcommands ?? [] where !(prefix.isEmpty && subcommand.commandName == "help") {
                 result.merge(subcommand.optionsByCommand(prefix: path)) { $1 }
             }
@@ -318,7 +345,8 @@ struct CommandTree: Decodable {
 private func variablesRead(bySourcesIn folders: [String]) throws -> Set<String> {
     var variables: Set<String> = []
     for folder in folders {
-        guard let files = FileManager.default.enumerator(at: repositoryRoot.appendingPathComponent(folder), includingPropertiesForKeys: nil) else {
+        guard let files = FileManager.default.enumerator(at: repositoryRoot.appendingPathComponent(folder), includingPropertiesForKeys: nil)
+        else {
             throw ContractDocumentError(description: "\(folder) cannot be read")
         }
         for case let file as URL in files where file.pathExtension == "swift" {
@@ -337,9 +365,14 @@ private func backticked(in text: String) -> [String] { matches(of: "`([^`]+)`", 
 /// `text` without anything in parentheses, nested or not.
 private func withoutParentheses(_ text: String) -> String {
     var depth = 0
-    return String(text.filter { character in
-        if character == "(" { depth += 1 } else if character == ")" { depth -= 1; return false }
-        return depth == 0
-    })
+    return String(
+        text.filter { character in
+            if character == "(" {
+                depth += 1
+            } else if character == ")" {
+                depth -= 1
+                return false
+            }
+            return depth == 0
+        })
 }
-

@@ -23,8 +23,10 @@ import Yams
     /// kind of file must be added here, with a check when it sets variables.
     @Test func everyDeployFileIsKnown() throws {
         let unknown = try deployFiles { _ in true }.map(relativePath).filter { path in
-            let known = ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/compose.env.example", "deploy/README.md",
-                         "deploy/.gitignore"]
+            let known = [
+                "deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/compose.env.example", "deploy/README.md",
+                "deploy/.gitignore",
+            ]
             let local = path == "deploy/.env"  // git-ignored
             let kubernetes = path.hasPrefix("deploy/kubernetes/") && path.hasSuffix(".yaml")
             let systemd = path.hasPrefix("deploy/systemd/") && [".service", ".timer", ".env.example"].contains { path.hasSuffix($0) }
@@ -71,7 +73,8 @@ import Yams
                 user = instruction.arguments
             case "COPY":
                 for source in words(instruction.arguments).filter({ $0.hasPrefix("--from=") }).map({ String($0.dropFirst(7)) }) {
-                    let earlier = stageNames.prefix(max(stage, 0)).contains(source) || Int(source).map { (0..<max(stage, 0)).contains($0) } == true
+                    let earlier =
+                        stageNames.prefix(max(stage, 0)).contains(source) || Int(source).map { (0..<max(stage, 0)).contains($0) } == true
                     #expect(earlier, "COPY --from=\(source) does not name an earlier stage")
                 }
             default:
@@ -92,12 +95,15 @@ import Yams
                 continue
             }
             for variable in place.variables where !programs.contains(where: { $0.environmentVariables.contains(variable) }) {
-                Issue.record("\(place.name) sets \(variable), which \(programs.map(\.rawValue).sorted().joined(separator: "/")) never reads")
+                Issue.record(
+                    "\(place.name) sets \(variable), which \(programs.map(\.rawValue).sorted().joined(separator: "/")) never reads")
             }
             if let command = place.command {
                 let tokens = command.split { $0.isWhitespace || $0 == "'" || $0 == "\"" }
                 let named = Set(tokens.compactMap { Program(rawValue: String($0.split(separator: "/").last ?? "")) })
-                #expect(!named.isEmpty && named.isSubset(of: programs), "\(place.name) runs `\(command)`, not \(programs.map(\.rawValue).sorted())")
+                #expect(
+                    !named.isEmpty && named.isSubset(of: programs),
+                    "\(place.name) runs `\(command)`, not \(programs.map(\.rawValue).sorted())")
             }
         }
         let checked = Set(places.map(\.name))
@@ -108,7 +114,8 @@ import Yams
     /// variables it substitutes, and leaves none of the required (`${NAME:?…}`) ones commented out.
     @Test func composeEnvExampleMatchesTheInterpolations() throws {
         let compose = try String(contentsOf: deployFolder.appendingPathComponent("docker-compose.yml"), encoding: .utf8)
-        var referenced: Set<String> = [], required: Set<String> = []
+        var referenced: Set<String> = []
+        var required: Set<String> = []
         for match in compose.matches(of: #/\$\{([A-Za-z_][A-Za-z0-9_]*)(:?\?)?/#) {
             referenced.insert(String(match.output.1))
             if match.output.2 != nil { required.insert(String(match.output.1)) }
@@ -134,7 +141,10 @@ import Yams
         let timeout = try #require(unit.values("Service", "TimeoutStopSec").last, "push-worker.service: no TimeoutStopSec")
         #expect(seconds(timeout).map { $0 >= drainBound } == true, "push-worker.service: TimeoutStopSec=\(timeout)")
 
-        let worker = try #require(try kubernetesDocuments().first(where: { $0["kind"] as? String == "Deployment" && value($0, "metadata", "name") as? String == "push-worker" }))
+        let worker = try #require(
+            try kubernetesDocuments().first(where: {
+                $0["kind"] as? String == "Deployment" && value($0, "metadata", "name") as? String == "push-worker"
+            }))
         let period = try #require(value(worker, "spec", "template", "spec", "terminationGracePeriodSeconds") as? Int)
         #expect(Double(period) >= drainBound, "push-worker Deployment: terminationGracePeriodSeconds \(period)")
     }
@@ -144,7 +154,10 @@ import Yams
 
 /// The programs a deploy file configures, and the environment variables each one reads.
 private enum Program: String, CaseIterable {
-    case api = "push-api", worker = "push-worker", pushctl, emulator = "fcm-emulator"
+    case api = "push-api"
+    case worker = "push-worker"
+    case pushctl
+    case emulator = "fcm-emulator"
     /// The official postgres image, in docker-compose.yml.
     case postgres
 
@@ -196,25 +209,30 @@ private func composePlaces() throws -> [Place] {
     return services.map { name, service in
         #expect(value(service, "env_file") == nil, "compose \(name): env_file cannot be checked; use environment")
         let environment = value(service, "environment")
-        let variables = mapping(environment).map { Array($0.keys) }
+        let variables =
+            mapping(environment).map { Array($0.keys) }
             ?? sequence(environment).compactMap { ($0 as? String)?.split(separator: "=").first.map(String.init) }
-        let command = (value(service, "command") as? String) ?? sequence(value(service, "command")).compactMap { $0 as? String }.joined(separator: " ")
+        let command =
+            (value(service, "command") as? String)
+            ?? sequence(value(service, "command")).compactMap { $0 as? String }.joined(separator: " ")
         return Place(name: "compose \(name)", variables: variables, command: command.isEmpty ? nil : command)
     }
 }
 
 private func kubernetesPlaces() throws -> [Place] {
-    let secretKeys = try Set(yamlDocuments(deployFolder.appendingPathComponent("kubernetes/secret.example.yaml"))
-        .flatMap { mapping(value($0, "stringData")).map { Array($0.keys) } ?? [] })
+    let secretKeys = try Set(
+        yamlDocuments(deployFolder.appendingPathComponent("kubernetes/secret.example.yaml"))
+            .flatMap { mapping(value($0, "stringData")).map { Array($0.keys) } ?? [] })
     var places: [Place] = []
     for document in try kubernetesDocuments() {
         let kind = document["kind"] as? String ?? "?"
-        let podPath: [String]? = switch kind {
-        case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job": ["spec", "template", "spec"]
-        case "CronJob": ["spec", "jobTemplate", "spec", "template", "spec"]
-        case "Pod": ["spec"]
-        default: nil
-        }
+        let podPath: [String]? =
+            switch kind {
+            case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job": ["spec", "template", "spec"]
+            case "CronJob": ["spec", "jobTemplate", "spec", "template", "spec"]
+            case "Pod": ["spec"]
+            default: nil
+            }
         guard let podPath, let pod = mapping(value(document, podPath)) else { continue }
         let object = "\(kind)/\(value(document, "metadata", "name") as? String ?? "?")"
         for container in (sequence(pod["initContainers"]) + sequence(pod["containers"])).compactMap(mapping) {
@@ -223,8 +241,9 @@ private func kubernetesPlaces() throws -> [Place] {
             let env = sequence(container["env"]).compactMap(mapping)
             for reference in env.compactMap({ mapping(value($0, "valueFrom", "secretKeyRef")) }) {
                 let key = reference["key"] as? String ?? "?"
-                #expect(reference["name"] as? String == "push-secrets" && secretKeys.contains(key),
-                        "\(name) reads \(key) of a Secret that secret.example.yaml does not describe")
+                #expect(
+                    reference["name"] as? String == "push-secrets" && secretKeys.contains(key),
+                    "\(name) reads \(key) of a Secret that secret.example.yaml does not describe")
             }
             let command = (sequence(container["command"]) + sequence(container["args"])).compactMap { $0 as? String }.joined(separator: " ")
             places.append(Place(name: name, variables: env.compactMap { $0["name"] as? String }, command: command.isEmpty ? nil : command))
@@ -236,19 +255,25 @@ private func kubernetesPlaces() throws -> [Place] {
 private func systemdPlaces() throws -> [Place] {
     let units = try systemdUnits()
     var places = units.filter { $0.name.hasSuffix(".service") }.map { unit in
-        Place(name: "systemd \(unit.name)", variables: unit.values("Service", "Environment").flatMap(words).compactMap(variableName),
-              command: unit.values("Service", "ExecStart").first)
+        Place(
+            name: "systemd \(unit.name)", variables: unit.values("Service", "Environment").flatMap(words).compactMap(variableName),
+            command: unit.values("Service", "ExecStart").first)
     }
     // An example of an EnvironmentFile= serves every unit that reads that file: each of its variables
     // must be read by at least one of their programs.
     for example in try deployFiles({ $0.lastPathComponent.hasSuffix(".env.example") && relativePath($0).hasPrefix("deploy/systemd/") }) {
         let installed = String(example.lastPathComponent.dropLast(".example".count))
         let readers = units.filter { unit in
-            unit.values("Service", "EnvironmentFile").contains { ($0.hasPrefix("-") ? String($0.dropFirst()) : $0).hasSuffix("/" + installed) }
+            unit.values("Service", "EnvironmentFile").contains {
+                ($0.hasPrefix("-") ? String($0.dropFirst()) : $0).hasSuffix("/" + installed)
+            }
         }
         #expect(!readers.isEmpty, "no unit reads \(installed)")
         let programs = readers.reduce(into: Set<Program>()) { $0.formUnion(owners["systemd \($1.name)"] ?? []) }
-        places.append(Place(name: "systemd \(example.lastPathComponent)", variables: try envExampleAssignments(example).map(\.name), programs: programs))
+        places.append(
+            Place(
+                name: "systemd \(example.lastPathComponent)", variables: try envExampleAssignments(example).map(\.name), programs: programs)
+        )
     }
     return places
 }
@@ -289,7 +314,8 @@ private func yamlDocuments(_ file: URL) throws -> [Any] {
 }
 
 private func kubernetesDocuments() throws -> [[String: Any]] {
-    try deployFiles { $0.pathExtension == "yaml" && relativePath($0).hasPrefix("deploy/kubernetes/") }.flatMap(yamlDocuments).compactMap(mapping)
+    try deployFiles { $0.pathExtension == "yaml" && relativePath($0).hasPrefix("deploy/kubernetes/") }.flatMap(yamlDocuments).compactMap(
+        mapping)
 }
 
 /// A YAML mapping with string keys (Yams loads mappings as `[AnyHashable: Any]`).
@@ -306,7 +332,10 @@ private func value(_ node: Any?, _ path: [String]) -> Any? { path.reduce(node) {
 
 /// Shell-like words: split at blanks outside quotes, quotes removed.
 private func words(_ text: String) -> [String] {
-    var words: [String] = [], word = "", quote: Character?, inWord = false
+    var words: [String] = []
+    var word = ""
+    var quote: Character?
+    var inWord = false
     for character in text {
         if let open = quote {
             if character == open { quote = nil } else { word.append(character) }
@@ -372,8 +401,11 @@ private struct UnitFile {
 
     init(contentsOf file: URL) throws {
         name = file.lastPathComponent
-        var section: String?, pending = ""
-        for (index, rawLine) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        var section: String?
+        var pending = ""
+        for (index, rawLine) in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            .enumerated()
+        {
             var line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("#") || line.hasPrefix(";") { continue }
             line = pending + line
@@ -385,7 +417,9 @@ private struct UnitFile {
             if line.isEmpty { continue }
             if line.hasPrefix("["), line.hasSuffix("]") {
                 let header = String(line.dropFirst().dropLast())
-                guard Self.sections.contains(header) else { throw SyntaxError(description: "\(name):\(index + 1): unknown section [\(header)]") }
+                guard Self.sections.contains(header) else {
+                    throw SyntaxError(description: "\(name):\(index + 1): unknown section [\(header)]")
+                }
                 section = header
                 continue
             }
@@ -412,7 +446,8 @@ private struct Dockerfile {
     let instructions: [Instruction]
 
     init(contentsOf file: URL) throws {
-        var instructions: [Instruction] = [], pending = ""
+        var instructions: [Instruction] = []
+        var pending = ""
         for rawLine in try String(contentsOf: file, encoding: .utf8).split(separator: "\n") {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("#") { continue }
@@ -423,7 +458,9 @@ private struct Dockerfile {
             }
             let keyword = pending.prefix { !$0.isWhitespace }
             if !keyword.isEmpty {
-                instructions.append(Instruction(keyword: keyword.uppercased(), arguments: pending.dropFirst(keyword.count).trimmingCharacters(in: .whitespaces)))
+                instructions.append(
+                    Instruction(
+                        keyword: keyword.uppercased(), arguments: pending.dropFirst(keyword.count).trimmingCharacters(in: .whitespaces)))
             }
             pending = ""
         }

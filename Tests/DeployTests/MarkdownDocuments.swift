@@ -11,7 +11,10 @@ func markdownDocuments() throws -> [String] {
     var documents: [String] = []
     for case let file as URL in files {
         let path = String(file.standardizedFileURL.path.dropFirst(repositoryRoot.standardizedFileURL.path.count + 1))
-        if skipped.contains(path) { files.skipDescendants(); continue }
+        if skipped.contains(path) {
+            files.skipDescendants()
+            continue
+        }
         if path.hasSuffix(".md") { documents.append(path) }
     }
     return documents.sorted()
@@ -21,7 +24,10 @@ func markdownDocuments() throws -> [String] {
 func outsideCodeBlocks(_ text: String) -> [String] {
     var inCode = false
     return text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).filter { line in
-        if line.trimmingCharacters(in: .whitespaces).hasPrefix("```") { inCode.toggle(); return false }
+        if line.trimmingCharacters(in: .whitespaces).hasPrefix("```") {
+            inCode.toggle()
+            return false
+        }
         return !inCode
     }
 }

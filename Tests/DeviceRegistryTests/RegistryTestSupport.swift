@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Logging
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 let testLogger = Logger(label: "registry-tests")
 
@@ -11,7 +11,8 @@ func addApp(_ client: PostgresClient, code: String = "wowa") async throws -> Int
     try await AppDirectory(client: client, logger: testLogger).add(code: code, name: code.capitalized, serviceAccount: nil).id
 }
 
-func registration(_ token: String, platform: String = "ios", deviceID: String? = nil, tokenType: String? = nil) throws -> DeviceRegistration {
+func registration(_ token: String, platform: String = "ios", deviceID: String? = nil, tokenType: String? = nil) throws -> DeviceRegistration
+{
     try DeviceRegistration(token: token, platform: platform, deviceID: deviceID, tokenType: tokenType)
 }
 
@@ -40,17 +41,21 @@ func activeTokens(_ client: PostgresClient, user: Int64) async throws -> [String
 /// The quoted words of a CHECK constraint of the migrated schema: the values it allows.
 func allowedValues(_ client: PostgresClient, constraint: String) async throws -> Set<String> {
     var values: Set<String> = []
-    for try await value in try await client.query("""
+    for try await value in try await client.query(
+        """
         SELECT unnest(regexp_matches(pg_get_constraintdef(oid), '''(\\w+)''', 'g')) FROM pg_constraint WHERE conname = \(constraint)
-        """).decode(String.self) {
+        """
+    ).decode(String.self) {
         values.insert(value)
     }
     return values
 }
 
 /// `Value`'s cases are exactly the values `constraint` allows, and each reads back as itself.
-func expectCasesAreWhatTheSchemaAllows<Value: TextColumnEnum & Equatable>(_ type: Value.Type, constraint: String, _ client: PostgresClient,
-                                                                        sourceLocation: SourceLocation = #_sourceLocation) async throws {
+func expectCasesAreWhatTheSchemaAllows<Value: TextColumnEnum & Equatable>(
+    _ type: Value.Type, constraint: String, _ client: PostgresClient,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
     #expect(try await allowedValues(client, constraint: constraint) == Set(Value.allCases.map(\.rawValue)), sourceLocation: sourceLocation)
     try await expectRoundTrips(type, client)
 }

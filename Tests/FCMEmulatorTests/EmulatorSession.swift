@@ -23,7 +23,10 @@ struct Assertion {
     var header: String
     var claims: String
 
-    init(kid: String?, iss: String, aud: String, iat: String, exp: String, scope: String = "https://www.googleapis.com/auth/firebase.messaging") {
+    init(
+        kid: String?, iss: String, aud: String, iat: String, exp: String,
+        scope: String = "https://www.googleapis.com/auth/firebase.messaging"
+    ) {
         header = kid.map { #"{"alg":"RS256","typ":"JWT","kid":"\#($0)"}"# } ?? #"{"alg":"RS256","typ":"JWT"}"#
         claims = #"{"iss":"\#(iss)","scope":"\#(scope)","aud":"\#(aud)","iat":\#(iat),"exp":\#(exp)}"#
     }
@@ -137,7 +140,8 @@ struct EmulatorSession {
     /// Registers `fixture` and mints an access token for it.
     func accessToken(for fixture: ServiceAccountFixture) async throws -> String {
         emulator.registerServiceAccount(fixture.serviceAccount)
-        let result = try await exchange(assertion: Assertion.standard(for: fixture, audience: emulator.tokenURL).signed(with: fixture.privateKey))
+        let result = try await exchange(
+            assertion: Assertion.standard(for: fixture, audience: emulator.tokenURL).signed(with: fixture.privateKey))
         guard result.status == 200, let token = result.json["access_token"] as? String else {
             throw SessionError.tokenExchangeFailed(result.body)
         }

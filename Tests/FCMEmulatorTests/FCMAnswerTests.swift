@@ -34,10 +34,12 @@ enum FCMAnswerFiles {
 struct FCMAnswerTests {
     @Test("a JSON body is written compact with sorted keys; the file's headers and status are kept")
     func jsonBody() throws {
-        let answer = try FCMAnswer(fileContents: Data(#"""
-            {"about": "x", "status": 503, "headers": {"Retry-After": "30"},
-             "body": {"error": {"status": "UNAVAILABLE", "code": 503, "message": "a/b"}}}
-            """#.utf8))
+        let answer = try FCMAnswer(
+            fileContents: Data(
+                #"""
+                {"about": "x", "status": 503, "headers": {"Retry-After": "30"},
+                 "body": {"error": {"status": "UNAVAILABLE", "code": 503, "message": "a/b"}}}
+                """#.utf8))
         #expect(answer.status == 503)
         #expect(answer.header("retry-after") == "30")
         #expect(String(buffer: answer.body) == #"{"error":{"code":503,"message":"a/b","status":"UNAVAILABLE"}}"#)

@@ -1,7 +1,7 @@
 import FCMEmulator
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// firebase-admin (PyPI), installed into a throwaway venv, against the emulator with only the
 /// token URI, the FCM URL and the CA pointed at it: what a backend team's own tests do.
@@ -75,7 +75,10 @@ struct FirebaseAdminSDKTests {
             var cases: [String: String] = [:]
             for line in lines where line.hasPrefix("CASE ") {
                 let parts = line.split(separator: " ", maxSplits: 3).map(String.init)
-                guard parts.count == 4 else { Issue.record("unreadable line: \(line)"); continue }
+                guard parts.count == 4 else {
+                    Issue.record("unreadable line: \(line)")
+                    continue
+                }
                 #expect(cases[parts[1]] == nil, "case \(parts[1]) printed twice")
                 cases[parts[1]] = parts[2] == "OK" ? "OK " + Self.kind(ofMessageName: parts[3]) : parts[2] + " " + parts[3]
             }

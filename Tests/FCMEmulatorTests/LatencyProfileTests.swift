@@ -38,7 +38,8 @@ struct LatencyProfileTests {
 
     @Test("error texts say what is wrong and what is expected")
     func errorTexts() {
-        #expect(LatencyProfileError.sharesDoNotAddUpTo100(totalPercent: 90).description.hasPrefix("the percentages add up to 90%, not 100%"))
+        #expect(
+            LatencyProfileError.sharesDoNotAddUpTo100(totalPercent: 90).description.hasPrefix("the percentages add up to 90%, not 100%"))
         #expect(LatencyProfileError.malformedShare("50%").description.contains("e.g. 50%:30ms,39%:60ms,10%:150ms,1%:2s"))
         #expect(LatencyProfileError.invalidDelay("100%:30").description.contains("ms or s"))
     }

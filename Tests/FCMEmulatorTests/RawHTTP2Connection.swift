@@ -114,11 +114,13 @@ final class RawHTTP2Connection {
 
     /// HEADERS and DATA of a send to the emulator's project.
     static func send(stream: UInt32, accessToken: String, body: String) -> ByteBuffer {
-        var frames = headers(stream: stream, [
-            (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1"),
-            (":path", "/v1/projects/\(Fixtures.projectID)/messages:send"),
-            ("authorization", "Bearer \(accessToken)"), ("content-type", "application/json"),
-        ], endStream: false)
+        var frames = headers(
+            stream: stream,
+            [
+                (":method", "POST"), (":scheme", "https"), (":authority", "127.0.0.1"),
+                (":path", "/v1/projects/\(Fixtures.projectID)/messages:send"),
+                ("authorization", "Bearer \(accessToken)"), ("content-type", "application/json"),
+            ], endStream: false)
         frames.writeImmutableBuffer(data(stream: stream, ByteBuffer(string: body), endStream: true))
         return frames
     }
@@ -164,13 +166,17 @@ private struct RawFrameDecoder: ByteToMessageDecoder {
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let lengthAndType = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self),
-              buffer.readableBytes >= 9 + Int(lengthAndType >> 8) else { return .needMoreData }
+            buffer.readableBytes >= 9 + Int(lengthAndType >> 8)
+        else { return .needMoreData }
         buffer.moveReaderIndex(forwardBy: 4)
         let flags = buffer.readInteger(as: UInt8.self) ?? 0
         let streamID = (buffer.readInteger(as: UInt32.self) ?? 0) & 0x7fff_ffff
         let payload = buffer.readSlice(length: Int(lengthAndType >> 8)) ?? ByteBuffer()
-        context.fireChannelRead(wrapInboundOut(RawFrame(type: UInt8(truncatingIfNeeded: lengthAndType), flags: flags,
-                                                        streamID: streamID, payload: payload)))
+        context.fireChannelRead(
+            wrapInboundOut(
+                RawFrame(
+                    type: UInt8(truncatingIfNeeded: lengthAndType), flags: flags,
+                    streamID: streamID, payload: payload)))
         return .continue
     }
 }

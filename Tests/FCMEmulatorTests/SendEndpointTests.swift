@@ -52,7 +52,8 @@ struct SendEndpointTests {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             let accessToken = try await session.accessToken(for: fixture)
-            let result = try await session.send(project: "someone-elses", accessToken: accessToken, body: EmulatorSession.message(token: "d"))
+            let result = try await session.send(
+                project: "someone-elses", accessToken: accessToken, body: EmulatorSession.message(token: "d"))
             #expect(result.status == 403)
             #expect(result.rpcStatus == "PERMISSION_DENIED")
             #expect(result.fcmErrorCode == nil)
@@ -75,21 +76,31 @@ struct SendEndpointTests {
         "each scripted outcome answers its FCMAnswers file: FCM's status, body and FcmError",
         arguments: [
             ScriptedCase(outcome: .unregistered, file: "unregistered", status: 404, rpcStatus: "NOT_FOUND", errorCode: "UNREGISTERED"),
-            ScriptedCase(outcome: .invalidToken, file: "invalid-registration-token", status: 400, rpcStatus: "INVALID_ARGUMENT", errorCode: "INVALID_ARGUMENT"),
-            ScriptedCase(outcome: .senderIDMismatch, file: "sender-id-mismatch", status: 403, rpcStatus: "PERMISSION_DENIED", errorCode: "SENDER_ID_MISMATCH"),
-            ScriptedCase(outcome: .thirdPartyAuthError, file: "third-party-auth-error", status: 401, rpcStatus: "UNAUTHENTICATED",
-                         errorCode: "THIRD_PARTY_AUTH_ERROR"),
-            ScriptedCase(outcome: .unavailable(times: 1, retryAfter: 7), file: "unavailable", status: 503, rpcStatus: "UNAVAILABLE",
-                         errorCode: "UNAVAILABLE", retryAfter: "7"),
-            ScriptedCase(outcome: .unavailable(times: 1, retryAfter: nil), file: "unavailable", status: 503, rpcStatus: "UNAVAILABLE",
-                         errorCode: "UNAVAILABLE"),
+            ScriptedCase(
+                outcome: .invalidToken, file: "invalid-registration-token", status: 400, rpcStatus: "INVALID_ARGUMENT",
+                errorCode: "INVALID_ARGUMENT"),
+            ScriptedCase(
+                outcome: .senderIDMismatch, file: "sender-id-mismatch", status: 403, rpcStatus: "PERMISSION_DENIED",
+                errorCode: "SENDER_ID_MISMATCH"),
+            ScriptedCase(
+                outcome: .thirdPartyAuthError, file: "third-party-auth-error", status: 401, rpcStatus: "UNAUTHENTICATED",
+                errorCode: "THIRD_PARTY_AUTH_ERROR"),
+            ScriptedCase(
+                outcome: .unavailable(times: 1, retryAfter: 7), file: "unavailable", status: 503, rpcStatus: "UNAVAILABLE",
+                errorCode: "UNAVAILABLE", retryAfter: "7"),
+            ScriptedCase(
+                outcome: .unavailable(times: 1, retryAfter: nil), file: "unavailable", status: 503, rpcStatus: "UNAVAILABLE",
+                errorCode: "UNAVAILABLE"),
             ScriptedCase(outcome: .internalError(times: 1), file: "internal", status: 500, rpcStatus: "INTERNAL", errorCode: "INTERNAL"),
-            ScriptedCase(outcome: .quotaExceeded(times: 1, retryAfter: 60), file: "quota-exceeded", status: 429, rpcStatus: "RESOURCE_EXHAUSTED",
-                         errorCode: "QUOTA_EXCEEDED", retryAfter: "60"),
+            ScriptedCase(
+                outcome: .quotaExceeded(times: 1, retryAfter: 60), file: "quota-exceeded", status: 429, rpcStatus: "RESOURCE_EXHAUSTED",
+                errorCode: "QUOTA_EXCEEDED", retryAfter: "60"),
             // The project's send quota, as FCM answers it in production: no FcmError at all.
-            ScriptedCase(outcome: .rateLimitExceeded(times: 1, retryAfter: nil), file: "rate-limit-exceeded", status: 429,
-                         rpcStatus: "RESOURCE_EXHAUSTED", errorCode: nil),
-            ScriptedCase(outcome: .unauthenticated(times: 1), file: "unauthenticated", status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: nil),
+            ScriptedCase(
+                outcome: .rateLimitExceeded(times: 1, retryAfter: nil), file: "rate-limit-exceeded", status: 429,
+                rpcStatus: "RESOURCE_EXHAUSTED", errorCode: nil),
+            ScriptedCase(
+                outcome: .unauthenticated(times: 1), file: "unauthenticated", status: 401, rpcStatus: "UNAUTHENTICATED", errorCode: nil),
         ]
     )
     func scriptedOutcome(_ scripted: ScriptedCase) async throws {
@@ -117,10 +128,11 @@ struct SendEndpointTests {
     @Test("every FCMAnswers file is one the emulator reads: none is left unused")
     func everyAnswerFileIsUsed() throws {
         let names = try FCMAnswerFiles.emulatorFileNames()
-        #expect(names == [
-            "insufficient-scopes", "internal", "invalid-registration-fid", "invalid-registration-token", "quota-exceeded",
-            "rate-limit-exceeded", "sender-id-mismatch", "third-party-auth-error", "unauthenticated", "unavailable", "unregistered",
-        ])
+        #expect(
+            names == [
+                "insufficient-scopes", "internal", "invalid-registration-fid", "invalid-registration-token", "quota-exceeded",
+                "rate-limit-exceeded", "sender-id-mismatch", "third-party-auth-error", "unauthenticated", "unavailable", "unregistered",
+            ])
     }
 
     @Test("bare_<status> answers that status with {} and no error details, as a proxy does")
@@ -208,8 +220,14 @@ struct SendEndpointTests {
             ("unknown apns field", #"{"message":{"token":"a","apns":{"aps":{}}}}"#, "message.apns", false),
             ("android.ttl without its unit", #"{"message":{"token":"a","android":{"ttl":"3600"}}}"#, "message.android.ttl", false),
             ("android.ttl as a number", #"{"message":{"token":"a","android":{"ttl":3600}}}"#, "message.android.ttl", false),
-            ("apns header not a string", #"{"message":{"token":"a","apns":{"headers":{"apns-expiration":1800000000}}}}"#, "message.apns.headers", false),
-            ("webpush header not a string", #"{"message":{"token":"a","webpush":{"headers":{"TTL":60}}}}"#, "message.webpush.headers", false),
+            (
+                "apns header not a string", #"{"message":{"token":"a","apns":{"headers":{"apns-expiration":1800000000}}}}"#,
+                "message.apns.headers", false
+            ),
+            (
+                "webpush header not a string", #"{"message":{"token":"a","webpush":{"headers":{"TTL":60}}}}"#, "message.webpush.headers",
+                false
+            ),
             ("unknown fcm_options field", #"{"message":{"token":"a","fcmOptions":{"label":"x"}}}"#, "message.fcm_options", false),
             ("not JSON", "message=hello", "", false),
             ("empty token", #"{"message":{"token":""}}"#, "message.token", true),
@@ -323,7 +341,9 @@ struct SendEndpointTests {
         try await EmulatorSession.with(.init(retainedMessageLimit: 2)) { session in
             let accessToken = try await session.accessToken(for: fixture)
             for data in [#"{"n":"1"}"#, #"{"n":"2"}"#] {
-                #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "twice", data: data)).status == 200)
+                #expect(
+                    try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "twice", data: data)).status
+                        == 200)
             }
             #expect(try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "once")).status == 200)
             session.emulator.script(token: "never", .unregistered)

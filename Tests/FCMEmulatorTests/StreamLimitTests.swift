@@ -37,8 +37,9 @@ struct StreamLimitTests {
                 let body = ByteBuffer(repeating: UInt8(ascii: "x"), count: 16_000)
                 let refused: [UInt32] = [7, 9, 11, 13, 15, 17]
                 for stream in refused {
-                    try await connection.write(RawHTTP2Connection.headers(stream: stream, request, endStream: false),
-                                               RawHTTP2Connection.data(stream: stream, body, endStream: true))
+                    try await connection.write(
+                        RawHTTP2Connection.headers(stream: stream, request, endStream: false),
+                        RawHTTP2Connection.data(stream: stream, body, endStream: true))
                 }
                 var resets: [UInt32: UInt32] = [:]
                 while resets.count < refused.count {

@@ -170,13 +170,17 @@ struct TokenEndpointTests {
 
     @Test(
         "Google's token audience is accepted whatever URL the assertion is posted to, as Google does, and so is the emulator's own",
-        arguments: ["https://oauth2.googleapis.com/token", "https://www.googleapis.com/oauth2/v4/token", "https://accounts.google.com/o/oauth2/token", nil]
+        arguments: [
+            "https://oauth2.googleapis.com/token", "https://www.googleapis.com/oauth2/v4/token",
+            "https://accounts.google.com/o/oauth2/token", nil,
+        ]
     )
     func acceptedAudience(audience: String?) async throws {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             session.emulator.registerServiceAccount(fixture.serviceAccount)
-            let assertion = try Assertion.standard(for: fixture, audience: audience ?? session.emulator.tokenURL).signed(with: fixture.privateKey)
+            let assertion = try Assertion.standard(for: fixture, audience: audience ?? session.emulator.tokenURL).signed(
+                with: fixture.privateKey)
             let result = try await session.exchange(assertion: assertion)
             #expect(result.status == 200)
             #expect((result.json["access_token"] as? String)?.hasPrefix("ya29.") == true)
@@ -188,7 +192,8 @@ struct TokenEndpointTests {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             session.emulator.registerServiceAccount(fixture.serviceAccount)
-            let assertion = try Assertion.standard(for: fixture, audience: "https://login.example.com/token").signed(with: fixture.privateKey)
+            let assertion = try Assertion.standard(for: fixture, audience: "https://login.example.com/token").signed(
+                with: fixture.privateKey)
             let result = try await session.exchange(assertion: assertion)
             #expect(result.status == 400)
             #expect(result.json["error"] as? String == "invalid_grant")
@@ -248,7 +253,8 @@ struct TokenEndpointTests {
         #expect(account.keyID == fixture.privateKeyID)
         #expect(account.publicKey.derRepresentation == fixture.privateKey.publicKey.derRepresentation)
         #expect(fixture.privateKeyPEM.hasPrefix("-----BEGIN PRIVATE KEY-----"))
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(fixture.json(tokenURI: "https://127.0.0.1:1/token").utf8)) as? [String: String])
+        let json = try #require(
+            try JSONSerialization.jsonObject(with: Data(fixture.json(tokenURI: "https://127.0.0.1:1/token").utf8)) as? [String: String])
         #expect(json["type"] == "service_account")
         #expect(json["token_uri"] == "https://127.0.0.1:1/token")
     }

@@ -168,7 +168,10 @@ struct HTTP2ConnectionTests {
             return try await group.next() ?? ([], .zero)
         }
         // HTTP/2's static table holds ":status: 200" at index 8, which HPACK writes as the byte 0x88.
-        #expect(frames.contains { $0.type == RawFrame.headers && $0.streamID == 1 && $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self) == 0x88 })
+        #expect(
+            frames.contains {
+                $0.type == RawFrame.headers && $0.streamID == 1 && $0.payload.getInteger(at: $0.payload.readerIndex, as: UInt8.self) == 0x88
+            })
         #expect(frames.last?.type == RawFrame.goAway)
         // Answered after its delay, and well before the 5 s the shutdown waits for a connection left open.
         #expect(elapsed < .seconds(4))

@@ -7,7 +7,6 @@ import Testing
 
 @testable import FCMTransport
 
-
 /// The frame-level half of the FCM client, driven frame by frame: what it writes for a batch,
 /// how it matches answers, resets, GOAWAY, timeouts and closes to requests, and the
 /// flow-control credit it returns.
@@ -18,12 +17,15 @@ struct FCMStreamsHandlerTests {
         let loop = EmbeddedEventLoop()
         let channel: EmbeddedChannel
 
-        init(holdingWrites: HoldingWrites? = nil, closingLater: ClosingLater? = nil, pingInterval: Duration = .seconds(5),
-             pingTimeout: Duration = .seconds(5)) throws {
+        init(
+            holdingWrites: HoldingWrites? = nil, closingLater: ClosingLater? = nil, pingInterval: Duration = .seconds(5),
+            pingTimeout: Duration = .seconds(5)
+        ) throws {
             channel = EmbeddedChannel(loop: loop)
             if let holdingWrites { try channel.pipeline.syncOperations.addHandler(holdingWrites) }
             if let closingLater { try channel.pipeline.syncOperations.addHandler(closingLater) }
-            try channel.pipeline.syncOperations.addHandler(FCMStreamsHandler(state: state, pingInterval: pingInterval, pingTimeout: pingTimeout))
+            try channel.pipeline.syncOperations.addHandler(
+                FCMStreamsHandler(state: state, pingInterval: pingInterval, pingTimeout: pingTimeout))
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         }
 
@@ -31,8 +33,10 @@ struct FCMStreamsHandlerTests {
         func send(_ count: Int, timeout: Duration = .seconds(10)) throws -> EventLoopFuture<[FCMExchangeResult]> {
             let promise = loop.makePromise(of: [FCMExchangeResult].self)
             let requests = (0..<count).map { FCMRequest(path: "/v1/projects/p/messages:send", body: ByteBuffer(string: "{\"n\":\($0)}")) }
-            try channel.writeOutbound(FCMBatch(authority: "fcm.example:8443", authorization: "Bearer at-1", requests: requests,
-                                               timeout: timeout, promise: promise))
+            try channel.writeOutbound(
+                FCMBatch(
+                    authority: "fcm.example:8443", authorization: "Bearer at-1", requests: requests,
+                    timeout: timeout, promise: promise))
             return promise.futureResult
         }
 
@@ -43,8 +47,10 @@ struct FCMStreamsHandlerTests {
         }
 
         func answer(_ stream: HTTP2StreamID, status: Int, body: String, headers extra: [(String, String)] = []) throws {
-            try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: HPACKHeaders([(":status", "\(status)")] + extra)))))
-            try channel.writeInbound(HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(ByteBuffer(string: body)), endStream: true))))
+            try channel.writeInbound(
+                HTTP2Frame(streamID: stream, payload: .headers(.init(headers: HPACKHeaders([(":status", "\(status)")] + extra)))))
+            try channel.writeInbound(
+                HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(ByteBuffer(string: body)), endStream: true))))
         }
 
         static func results(_ future: EventLoopFuture<[FCMExchangeResult]>) -> [FCMExchangeResult]? {
@@ -73,7 +79,8 @@ struct FCMStreamsHandlerTests {
         #expect(Harness.results(answers) == nil)
         try harness.answer(1, status: 200, body: "{\"name\":\"projects/p/messages/1\"}")
         let results = try #require(Harness.results(answers))
-        let first = try results[0].get(), second = try results[1].get()
+        let first = try results[0].get()
+        let second = try results[1].get()
         #expect(first.status == 200 && String(buffer: first.body) == "{\"name\":\"projects/p/messages/1\"}" && first.retryAfter == nil)
         #expect(second.status == 429 && second.retryAfter == "30")
         // The next batch continues the stream ids.
@@ -89,7 +96,8 @@ struct FCMStreamsHandlerTests {
         // REFUSED_STREAM: never handled (RFC 9113 §8.7), as a stream above a GOAWAY's last id.
         try harness.channel.writeInbound(HTTP2Frame(streamID: 3, payload: .rstStream(.refusedStream)))
         // GOAWAY: stream 5 was handled (its answer may still come), 7 never was.
-        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: 5, errorCode: .noError, opaqueData: nil)))
+        try harness.channel.writeInbound(
+            HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: 5, errorCode: .noError, opaqueData: nil)))
         #expect(!harness.state.isUsable)
         // Nothing new starts on a connection that is going away.
         let late = try #require(Harness.results(try harness.send(1)))
@@ -226,7 +234,8 @@ struct FCMStreamsHandlerTests {
     @Test func theServersStreamLimitIsReadAndInboundCreditIsReturned() throws {
         let harness = try Harness()
         #expect(harness.state.maxConcurrentStreams == 100)
-        try harness.channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 7)]))))
+        try harness.channel.writeInbound(
+            HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 7)]))))
         #expect(harness.state.maxConcurrentStreams == 7)
 
         // 40 answers of 1 KiB: the connection's credit comes back after 32 KiB, once.
@@ -244,7 +253,8 @@ struct FCMStreamsHandlerTests {
         let large = try harness.send(1)
         _ = try harness.written()
         try harness.channel.writeInbound(HTTP2Frame(streamID: 81, payload: .headers(.init(headers: [":status": "500"]))))
-        try harness.channel.writeInbound(HTTP2Frame(streamID: 81, payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 40 * 1024))))))
+        try harness.channel.writeInbound(
+            HTTP2Frame(streamID: 81, payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 40 * 1024))))))
         let streamUpdates = try harness.written().filter { $0.streamID == 81 }
         #expect(streamUpdates.count == 1)
         try harness.channel.writeInbound(HTTP2Frame(streamID: 81, payload: .data(.init(data: .byteBuffer(ByteBuffer()), endStream: true))))

@@ -4,7 +4,6 @@ import Testing
 
 @testable import FCMTransport
 
-
 /// What reaches the TLS handler: one buffer per flush, in the order written, every write's
 /// promise kept.
 @Suite("Write coalescing below TLS")

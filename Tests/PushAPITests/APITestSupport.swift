@@ -26,13 +26,17 @@ struct APIFixture {
         return APIFixture(database: database, appID: appID)
     }
 
-    func configuration(jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret), adminToken: String? = nil) -> APIConfiguration {
+    func configuration(jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret), adminToken: String? = nil)
+        -> APIConfiguration
+    {
         APIConfiguration(databaseURL: database.url, host: "127.0.0.1", port: 0, jwt: jwt, adminToken: adminToken)
     }
 
-    func test<T>(_ framework: TestingSetup = .router, jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret),
-                 adminToken: String? = nil, logger: Logger = apiLogger,
-                 _ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+    func test<T>(
+        _ framework: TestingSetup = .router, jwt: UserTokenVerifier.Configuration = .init(hmacSecret: TokenMint.secret),
+        adminToken: String? = nil, logger: Logger = apiLogger,
+        _ body: @Sendable (any TestClientProtocol) async throws -> T
+    ) async throws -> T {
         let app = try await buildApplication(configuration(jwt: jwt, adminToken: adminToken), logger: logger)
         return try await app.test(framework, body)
     }
@@ -44,8 +48,10 @@ struct APIFixture {
 
 extension TestClientProtocol {
     /// Sends a JSON request with the app user's bearer token.
-    func send(_ method: HTTPRequest.Method, _ uri: String, token: String?, json: String? = nil,
-              contentType: String = "application/json") async throws -> TestResponse {
+    func send(
+        _ method: HTTPRequest.Method, _ uri: String, token: String?, json: String? = nil,
+        contentType: String = "application/json"
+    ) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         if let token { headers[.authorization] = "Bearer \(token)" }
         if json != nil { headers[.contentType] = contentType }
@@ -66,4 +72,3 @@ extension TestResponse {
     }
     var text: String { String(buffer: body) }
 }
-

@@ -4,9 +4,9 @@ import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
 import PushAPI
-import Testing
-import TestSupport
 import ServiceSupport
+import TestSupport
+import Testing
 import WireFormats
 
 extension APIFixture {
@@ -21,7 +21,8 @@ extension APIFixture {
 
     /// Every job and delivery, to show a refused request changed nothing.
     func queueState() async throws -> String {
-        try await database.text("""
+        try await database.text(
+            """
             SELECT count(*) || ' jobs: ' || COALESCE(string_agg(id || ':' || status || ':' || validate_only, ',' ORDER BY id), '')
                    || ' / ' || (SELECT COALESCE(string_agg(id || ':' || status, ',' ORDER BY id), '') FROM push_deliveries)
               FROM push_jobs
@@ -52,8 +53,10 @@ struct AdminEndpointTests {
     static let queueBody = #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"Hi"}}}"#
 
     static func routes(job: Int64) -> [(HTTPRequest.Method, String)] {
-        [(.post, "/push/notifications"), (.get, "/admin/jobs"), (.get, "/admin/jobs/\(job)"), (.delete, "/admin/jobs/\(job)"),
-         (.post, "/admin/jobs/\(job)/cancel"), (.get, "/admin/deliveries")]
+        [
+            (.post, "/push/notifications"), (.get, "/admin/jobs"), (.get, "/admin/jobs/\(job)"), (.delete, "/admin/jobs/\(job)"),
+            (.post, "/admin/jobs/\(job)/cancel"), (.get, "/admin/deliveries"),
+        ]
     }
 
     /// A fixture with one queued job holding one pending delivery: what a refused cancel must leave alone.
@@ -99,15 +102,17 @@ struct AdminEndpointTests {
             for (method, path) in Self.routes(job: job) {
                 for var headers in refused {
                     if method == .post { headers[.contentType] = "application/json" }
-                    let response = try await client.execute(uri: path, method: method, headers: headers,
-                                                            body: method == .post ? ByteBuffer(string: Self.queueBody) : nil)
+                    let response = try await client.execute(
+                        uri: path, method: method, headers: headers,
+                        body: method == .post ? ByteBuffer(string: Self.queueBody) : nil)
                     #expect(response.status == .unauthorized && response.code == "UNAUTHENTICATED", "\(method) \(path) \(headers)")
                     #expect(response.headers[.wwwAuthenticate] == "Bearer" && response.message.contains("admin token"))
                     #expect(!response.text.contains(lastCharDiffers) && !response.text.contains(Self.token))
                 }
             }
             // The right token, with the scheme in any case, is accepted.
-            let accepted = try await client.execute(uri: "/admin/jobs/\(job)", method: .get, headers: [.authorization: "bearer \(Self.token)"])
+            let accepted = try await client.execute(
+                uri: "/admin/jobs/\(job)", method: .get, headers: [.authorization: "bearer \(Self.token)"])
             #expect(accepted.status == .ok)
         }
         #expect(try await fixture.queueState() == before)
@@ -117,7 +122,9 @@ struct AdminEndpointTests {
         let base = ["DATABASE_URL": "postgres://u@h/d", "JWT_SECRET": TokenMint.secret]
         #expect(try APIConfiguration.fromEnvironment(base).adminToken == nil)
         #expect(try APIConfiguration.fromEnvironment(base.merging(["PUSH_ADMIN_TOKEN": ""]) { $1 }).adminToken == nil)
-        #expect(try APIConfiguration.fromEnvironment(base.merging(["PUSH_ADMIN_TOKEN": "0123456789abcdef"]) { $1 }).adminToken == "0123456789abcdef")
+        #expect(
+            try APIConfiguration.fromEnvironment(base.merging(["PUSH_ADMIN_TOKEN": "0123456789abcdef"]) { $1 }).adminToken
+                == "0123456789abcdef")
         #expect(throws: ConfigurationError.invalid("PUSH_ADMIN_TOKEN", "must be at least 16 characters (e.g. openssl rand -hex 32)")) {
             try APIConfiguration.fromEnvironment(base.merging(["PUSH_ADMIN_TOKEN": "0123456789abcde"]) { $1 })
         }
@@ -139,39 +146,52 @@ struct AdminEndpointTests {
         """#
 
     static let accepted: [Accepted] = [
-        Accepted(fields: #""userIds":[1,2]"#,
-                 stored: "user_ids = '{1,2}' AND platforms IS NULL AND NOT validate_only AND send_at BETWEEN now() - interval '1 minute' AND now() AND priority = 'high' AND expires_at IS NULL"),
-        Accepted(fields: #""campaign":true"#, stored: "user_ids IS NULL AND platforms IS NULL AND priority = 'bulk' AND expires_at IS NULL"),
+        Accepted(
+            fields: #""userIds":[1,2]"#,
+            stored:
+                "user_ids = '{1,2}' AND platforms IS NULL AND NOT validate_only AND send_at BETWEEN now() - interval '1 minute' AND now() AND priority = 'high' AND expires_at IS NULL"
+        ),
+        Accepted(
+            fields: #""campaign":true"#, stored: "user_ids IS NULL AND platforms IS NULL AND priority = 'bulk' AND expires_at IS NULL"),
         Accepted(fields: #""campaign":true,"platforms":["ios","web"]"#, stored: "user_ids IS NULL AND platforms = '{ios,web}'"),
         Accepted(fields: #""userIds":[7],"sendAt":"2030-12-01T10:00:00.250+01:00""#, stored: "send_at = '2030-12-01T09:00:00.25Z'"),
-        Accepted(fields: #""userIds":[7],"sendAt":"2030-12-01T09:00:00Z","dryRun":true"#,
-                 stored: "validate_only AND send_at = '2030-12-01T09:00:00Z'"),
-        Accepted(fields: #""campaign":true,"dryRun":false,"idempotencyKey":"k-1""#, stored: "NOT validate_only AND idempotency_key = 'k-1'"),
+        Accepted(
+            fields: #""userIds":[7],"sendAt":"2030-12-01T09:00:00Z","dryRun":true"#,
+            stored: "validate_only AND send_at = '2030-12-01T09:00:00Z'"),
+        Accepted(
+            fields: #""campaign":true,"dryRun":false,"idempotencyKey":"k-1""#, stored: "NOT validate_only AND idempotency_key = 'k-1'"),
         // Scheduling priority and expiry (issue 24): any priority for either audience, null the same as left out.
         Accepted(fields: #""userIds":[1],"priority":"high""#, stored: "priority = 'high'"),
         Accepted(fields: #""userIds":[1],"priority":"normal""#, stored: "priority = 'normal'"),
         Accepted(fields: #""userIds":[1],"priority":"bulk""#, stored: "priority = 'bulk'"),
         Accepted(fields: #""campaign":true,"priority":"high""#, stored: "priority = 'high'"),
         Accepted(fields: #""campaign":true,"priority":"normal""#, stored: "priority = 'normal'"),
-        Accepted(fields: #""campaign":true,"priority":null,"expiresAt":null,"ttlSeconds":null"#, stored: "priority = 'bulk' AND expires_at IS NULL"),
-        Accepted(fields: #""userIds":[1],"sendAt":"2030-12-01T09:00:00Z","expiresAt":"2030-12-01T10:30:00.500+01:00""#,
-                 stored: "expires_at = '2030-12-01T09:30:00.5Z'"),
+        Accepted(
+            fields: #""campaign":true,"priority":null,"expiresAt":null,"ttlSeconds":null"#,
+            stored: "priority = 'bulk' AND expires_at IS NULL"),
+        Accepted(
+            fields: #""userIds":[1],"sendAt":"2030-12-01T09:00:00Z","expiresAt":"2030-12-01T10:30:00.500+01:00""#,
+            stored: "expires_at = '2030-12-01T09:30:00.5Z'"),
         Accepted(fields: #""userIds":[1],"sendAt":"2030-12-01T09:00:00Z","ttlSeconds":900"#, stored: "expires_at = '2030-12-01T09:15:00Z'"),
-        Accepted(fields: #""campaign":true,"ttlSeconds":3600,"expiresAt":null"#,
-                 stored: "expires_at = send_at + interval '1 hour' AND send_at BETWEEN now() - interval '1 minute' AND now()"),
+        Accepted(
+            fields: #""campaign":true,"ttlSeconds":3600,"expiresAt":null"#,
+            stored: "expires_at = send_at + interval '1 hour' AND send_at BETWEEN now() - interval '1 minute' AND now()"),
     ]
 
     @Test(arguments: accepted)
     func queueingStoresTheJobAndTheMessageExactly(_ request: Accepted) async throws {
         let fixture = try await APIFixture.make()
         let id = try await fixture.admin { client in
-            let response = try await client.admin(.post, "/push/notifications", json: #"{"appCode":"wowa",\#(request.fields),"message":\#(Self.message)}"#)
+            let response = try await client.admin(
+                .post, "/push/notifications", json: #"{"appCode":"wowa",\#(request.fields),"message":\#(Self.message)}"#)
             #expect(response.status == .accepted, "\(response.text)")
             return try #require(response.jobID)
         }
-        #expect(try await fixture.database.text("""
-            SELECT (status = 'queued' AND message = \(Self.message)::jsonb AND \(unescaped: request.stored))::text FROM push_jobs WHERE id = \(id)
-            """) == "true")
+        #expect(
+            try await fixture.database.text(
+                """
+                SELECT (status = 'queued' AND message = \(Self.message)::jsonb AND \(unescaped: request.stored))::text FROM push_jobs WHERE id = \(id)
+                """) == "true")
         #expect(try await fixture.database.text("SELECT count(*)::text FROM push_jobs") == "1")
     }
 
@@ -180,7 +200,9 @@ struct AdminEndpointTests {
         let fixture = try await APIFixture.make()
         let message = #"{"apns":{"payload":{"aps":{"badge":1},"order":12345678901234567890,"ratio":0.12345678901234567891}}}"#
         let id = try await fixture.admin { client in
-            try #require(try await client.admin(.post, "/push/notifications", json: #"{"appCode":"wowa","userIds":[1],"message":\#(message)}"#).jobID)
+            try #require(
+                try await client.admin(.post, "/push/notifications", json: #"{"appCode":"wowa","userIds":[1],"message":\#(message)}"#).jobID
+            )
         }
         #expect(try await fixture.database.text("SELECT (message = \(message)::jsonb)::text FROM push_jobs WHERE id = \(id)") == "true")
     }
@@ -189,9 +211,11 @@ struct AdminEndpointTests {
     @Test func nulCharactersAreRefusedNotA500() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.admin { client in
-            for body in [#"{"appCode":"wo\u0000wa","userIds":[1],"message":{}}"#,
-                         #"{"appCode":"wowa","userIds":[1],"idempotencyKey":"k\u0000","message":{}}"#,
-                         #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"a\u0000b"}}}"#] {
+            for body in [
+                #"{"appCode":"wo\u0000wa","userIds":[1],"message":{}}"#,
+                #"{"appCode":"wowa","userIds":[1],"idempotencyKey":"k\u0000","message":{}}"#,
+                #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"a\u0000b"}}}"#,
+            ] {
                 let response = try await client.admin(.post, "/push/notifications", json: body)
                 #expect(response.status == .badRequest && response.code == "VALIDATION_FAILED", "\(body): \(response.text)")
             }
@@ -205,24 +229,30 @@ struct AdminEndpointTests {
             let body = #"{"appCode":"wowa","userIds":[1],"idempotencyKey":"order-981-shipped","message":{"notification":{"title":"1"}}}"#
             let first = try await client.admin(.post, "/push/notifications", json: body)
             let second = try await client.admin(.post, "/push/notifications", json: body)
-            let other = try await client.admin(.post, "/push/notifications", json: body.replacingOccurrences(of: #""userIds":[1]"#, with: #""campaign":true"#))
+            let other = try await client.admin(
+                .post, "/push/notifications", json: body.replacingOccurrences(of: #""userIds":[1]"#, with: #""campaign":true"#))
             #expect(first.status == .accepted && second.status == .accepted && other.status == .accepted)
             #expect(first.jobID != nil && second.jobID == first.jobID && other.jobID == first.jobID)
-            let fresh = try await client.admin(.post, "/push/notifications", json: body.replacingOccurrences(of: "order-981", with: "order-982"))
+            let fresh = try await client.admin(
+                .post, "/push/notifications", json: body.replacingOccurrences(of: "order-981", with: "order-982"))
             #expect(fresh.status == .accepted && fresh.jobID != first.jobID)
         }
-        #expect(try await fixture.database.text("SELECT string_agg(COALESCE(array_to_string(user_ids, ','), 'campaign'), ' ' ORDER BY id) FROM push_jobs") == "1 1")
+        #expect(
+            try await fixture.database.text(
+                "SELECT string_agg(COALESCE(array_to_string(user_ids, ','), 'campaign'), ' ' ORDER BY id) FROM push_jobs") == "1 1")
     }
 
     @Test func theDocumentedMaximumOf10000UserIdsIsAccepted() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.admin { client in
             let ids = (1...10_000).map(String.init).joined(separator: ",")
-            let response = try await client.admin(.post, "/push/notifications",
-                                                  json: #"{"appCode":"wowa","userIds":[\#(ids)],"message":{"notification":{"title":"Hi"}}}"#)
+            let response = try await client.admin(
+                .post, "/push/notifications",
+                json: #"{"appCode":"wowa","userIds":[\#(ids)],"message":{"notification":{"title":"Hi"}}}"#)
             #expect(response.status == .accepted, "openapi.yaml allows maxItems 10000; got \(response.status.code) \(response.text)")
-            let tooMany = try await client.admin(.post, "/push/notifications",
-                                                 json: #"{"appCode":"wowa","userIds":[\#(ids),10001],"message":{"notification":{"title":"Hi"}}}"#)
+            let tooMany = try await client.admin(
+                .post, "/push/notifications",
+                json: #"{"appCode":"wowa","userIds":[\#(ids),10001],"message":{"notification":{"title":"Hi"}}}"#)
             #expect(tooMany.status == .badRequest && tooMany.message.contains("userIds"), "\(tooMany.text)")
         }
     }
@@ -244,10 +274,15 @@ struct AdminEndpointTests {
     static let rejected: [Rejected] = [
         Rejected(body: notification(#""userIds":[1]"#, message: #"{"data":{"k":1}}"#), names: "message.data.k must be a string"),
         Rejected(body: notification(#""userIds":[1]"#, message: #"{"data":{"from":"x"}}"#), names: "message.data.from is a reserved key"),
-        Rejected(body: notification(#""userIds":[1]"#, message: #"{"token":"abc","notification":{"title":"Hi"}}"#), names: "message must not carry a target (token)"),
+        Rejected(
+            body: notification(#""userIds":[1]"#, message: #"{"token":"abc","notification":{"title":"Hi"}}"#),
+            names: "message must not carry a target (token)"),
         Rejected(body: notification(#""campaign":true"#, message: #"{"topic":"news"}"#), names: "message must not carry a target (topic)"),
-        Rejected(body: notification(#""userIds":[1]"#, message: #"{"priority":"high"}"#), names: "message has an unknown field \"priority\""),
-        Rejected(body: notification(#""userIds":[1]"#, message: #"{"data":{"k":"\#(String(repeating: "x", count: 5000))"}}"#), names: "FCM allows 4096"),
+        Rejected(
+            body: notification(#""userIds":[1]"#, message: #"{"priority":"high"}"#), names: "message has an unknown field \"priority\""),
+        Rejected(
+            body: notification(#""userIds":[1]"#, message: #"{"data":{"k":"\#(String(repeating: "x", count: 5000))"}}"#),
+            names: "FCM allows 4096"),
         Rejected(body: notification(#""userIds":[1]"#, message: #""hello""#), names: "message must be a JSON object"),
         Rejected(body: notification(#""userIds":[1]"#, message: "[1]"), names: "message must be a JSON object"),
         Rejected(body: #"{"appCode":"nope","userIds":[1],"message":{"notification":{"title":"Hi"}}}"#, names: "appCode"),
@@ -275,18 +310,23 @@ struct AdminEndpointTests {
         Rejected(body: notification(#""userIds":[1],"idempotencyKey":"\#(String(repeating: "k", count: 201))""#), names: "idempotencyKey"),
         Rejected(body: notification(#""userIDs":[1]"#), names: "userIDs"),
         Rejected(body: notification(#""userIds":[1],"send_at":"2030-01-01T00:00:00Z""#), names: "send_at"),
-        Rejected(body: notification(#""userIds":[1],"priority":"urgent""#), names: #"priority must be one of high, normal, bulk, not "urgent""#),
-        Rejected(body: notification(#""campaign":true,"priority":"HIGH""#), names: #"priority must be one of high, normal, bulk, not "HIGH""#),
+        Rejected(
+            body: notification(#""userIds":[1],"priority":"urgent""#), names: #"priority must be one of high, normal, bulk, not "urgent""#),
+        Rejected(
+            body: notification(#""campaign":true,"priority":"HIGH""#), names: #"priority must be one of high, normal, bulk, not "HIGH""#),
         Rejected(body: notification(#""campaign":true,"priority":"""#), names: "priority must be one of high, normal, bulk"),
         Rejected(body: notification(#""userIds":[1],"priority":1"#), names: "priority"),
         Rejected(body: notification(#""userIds":[1],"expiresAt":"2020-01-01T00:00:00Z""#), names: "expiresAt: expires_at"),
-        Rejected(body: notification(#""userIds":[1],"sendAt":"2030-01-01T10:00:00Z","expiresAt":"2030-01-01T09:00:00Z""#),
-                 names: "expiresAt: expires_at"),
-        Rejected(body: notification(#""userIds":[1],"sendAt":"2030-01-01T10:00:00Z","expiresAt":"2030-01-01T10:00:00Z""#),
-                 names: "is not after send_at"),
+        Rejected(
+            body: notification(#""userIds":[1],"sendAt":"2030-01-01T10:00:00Z","expiresAt":"2030-01-01T09:00:00Z""#),
+            names: "expiresAt: expires_at"),
+        Rejected(
+            body: notification(#""userIds":[1],"sendAt":"2030-01-01T10:00:00Z","expiresAt":"2030-01-01T10:00:00Z""#),
+            names: "is not after send_at"),
         Rejected(body: notification(#""userIds":[1],"sendAt":"2020-01-01T10:00:00Z","ttlSeconds":60"#), names: "ttlSeconds: expires_at"),
-        Rejected(body: notification(#""userIds":[1],"expiresAt":"2030-01-01T00:00:00Z","ttlSeconds":60"#),
-                 names: "give expiresAt or ttlSeconds, not both"),
+        Rejected(
+            body: notification(#""userIds":[1],"expiresAt":"2030-01-01T00:00:00Z","ttlSeconds":60"#),
+            names: "give expiresAt or ttlSeconds, not both"),
         Rejected(body: notification(#""userIds":[1],"expiresAt":"tomorrow""#), names: "expiresAt 'tomorrow' is not an ISO 8601 time"),
         Rejected(body: notification(#""userIds":[1],"expiresAt":"2030-01-01T00:00:00""#), names: "expiresAt"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":0"#), names: "ttlSeconds must be a positive integer"),
@@ -295,22 +335,26 @@ struct AdminEndpointTests {
         Rejected(body: notification(#""campaign":true,"ttlSeconds":"60""#), names: "ttlSeconds"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":9223372036854775807"#), names: "ttlSeconds"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":99999999999999999999"#), names: "ttlSeconds"),
-        Rejected(body: notification(#""campaign":true,"ttl":60"#), names: #"unknown field "ttl"; expected one of appCode, userIds, campaign"#),
+        Rejected(
+            body: notification(#""campaign":true,"ttl":60"#), names: #"unknown field "ttl"; expected one of appCode, userIds, campaign"#),
         Rejected(body: "[1]", names: "the body must be a JSON object"),
         Rejected(body: #"{"appCode":"wowa","userIds":[1],"message":{"#, code: "MALFORMED_JSON", names: "not valid JSON"),
         Rejected(body: queueBody, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE", names: "application/json"),
         // Over the device routes' 16 KiB yet within this route's 256 KiB: FCM's own limit answers.
-        Rejected(body: notification(#""userIds":[1]"#, message: #"{"data":{"k":"\#(String(repeating: "x", count: 17_000))"}}"#),
-                 names: "FCM allows 4096"),
-        Rejected(body: notification(#""userIds":[1]"#, message: #"{"data":{"k":"\#(String(repeating: "x", count: 270_000))"}}"#),
-                 status: 413, code: "PAYLOAD_TOO_LARGE", names: "262144 bytes"),
+        Rejected(
+            body: notification(#""userIds":[1]"#, message: #"{"data":{"k":"\#(String(repeating: "x", count: 17_000))"}}"#),
+            names: "FCM allows 4096"),
+        Rejected(
+            body: notification(#""userIds":[1]"#, message: #"{"data":{"k":"\#(String(repeating: "x", count: 270_000))"}}"#),
+            status: 413, code: "PAYLOAD_TOO_LARGE", names: "262144 bytes"),
     ]
 
     @Test(arguments: rejected)
     func badInputIsRefusedNamingTheFieldAndQueuesNothing(_ bad: Rejected) async throws {
         let fixture = try await APIFixture.make()
         try await fixture.admin { client in
-            let response = try await client.send(.post, "/push/notifications", token: Self.token, json: bad.body, contentType: bad.contentType)
+            let response = try await client.send(
+                .post, "/push/notifications", token: Self.token, json: bad.body, contentType: bad.contentType)
             #expect(Int(response.status.code) == bad.status && response.code == bad.code, "\(response.text)")
             #expect(response.message.contains(bad.names), "\(response.text)")
             #expect((response.json["status"] as? String)?.isEmpty == false)
@@ -327,14 +371,18 @@ struct AdminEndpointTests {
         let failing = try await fixture.database.seed { seed in
             let job = try await seed.job(users: [1, 2])
             try await seed.delivery(job: job, device: scenario.devices[0], status: .failed, errorCode: "INTERNAL", errorMessage: "later")
-            let earlier = try await seed.delivery(job: job, device: scenario.devices[1], status: .failed, errorCode: "INVALID_ARGUMENT", errorMessage: "earlier")
+            let earlier = try await seed.delivery(
+                job: job, device: scenario.devices[1], status: .failed, errorCode: "INVALID_ARGUMENT", errorMessage: "earlier")
             try await seed.run("UPDATE push_deliveries SET updated_at = now() - interval '1 hour' WHERE id = \(earlier)")
             try await seed.expanded(job)
             return job
         }
         try await fixture.admin { client in
             let expected: [(Int64, [String: Int], String?)] = [
-                (scenario.jobs[0], ["audience": 2, "sent": 1, "failed": 1, "skipped": 0, "pending": 0], "UNREGISTERED: \(AuditScenario.failure.message)"),
+                (
+                    scenario.jobs[0], ["audience": 2, "sent": 1, "failed": 1, "skipped": 0, "pending": 0],
+                    "UNREGISTERED: \(AuditScenario.failure.message)"
+                ),
                 (scenario.jobs[1], ["audience": 1, "sent": 0, "failed": 0, "skipped": 1, "pending": 0], nil),
                 (scenario.jobs[2], ["audience": 2, "sent": 1, "failed": 0, "skipped": 0, "pending": 1], nil),
                 (failing, ["audience": 2, "sent": 0, "failed": 2, "skipped": 0, "pending": 0], "INVALID_ARGUMENT: earlier"),
@@ -349,7 +397,11 @@ struct AdminEndpointTests {
             }
             #expect(try await client.admin(.get, "/admin/jobs/\(scenario.jobs[1])").json["appCode"] as? String == "beta")
             // The job's own error comes first.
-            try await fixture.database.seed { try await $0.run("UPDATE push_jobs SET status = 'failed', finished_at = now(), last_error = 'app wowa has no credentials' WHERE id = \(failing)") }
+            try await fixture.database.seed {
+                try await $0.run(
+                    "UPDATE push_jobs SET status = 'failed', finished_at = now(), last_error = 'app wowa has no credentials' WHERE id = \(failing)"
+                )
+            }
             let failed = try await client.admin(.get, "/admin/jobs/\(failing)")
             #expect(failed.json["firstError"] as? String == "app wowa has no credentials" && failed.json["finishedAt"] is String)
 
@@ -379,7 +431,9 @@ struct AdminEndpointTests {
             let campaign = try await queue(#""campaign":true,"expiresAt":"2030-12-01T09:00:00Z""#)
             let plain = try await queue(#""userIds":[3]"#)
             let before = try await client.admin(.get, "/admin/jobs/\(expiring)")
-            #expect(before.json["priority"] as? String == "normal" && before.number("expired") == 0 && before.number("pending") == 2, "\(before.text)")
+            #expect(
+                before.json["priority"] as? String == "normal" && before.number("expired") == 0 && before.number("pending") == 2,
+                "\(before.text)")
             let sendAt = try #require((before.json["sendAt"] as? String).flatMap(ISO8601Time.parse))
             let expiresAt = try #require((before.json["expiresAt"] as? String).flatMap(ISO8601Time.parse), "\(before.text)")
             #expect(abs(expiresAt.timeIntervalSince(sendAt) - 1) < 0.002)
@@ -389,7 +443,9 @@ struct AdminEndpointTests {
 
             let after = try await client.admin(.get, "/admin/jobs/\(expiring)")
             #expect(after.json["status"] as? String == "completed" && after.json["priority"] as? String == "normal", "\(after.text)")
-            #expect(after.number("audience") == 2 && after.number("skipped") == 2 && after.number("expired") == 2 && after.number("pending") == 0)
+            #expect(
+                after.number("audience") == 2 && after.number("skipped") == 2 && after.number("expired") == 2
+                    && after.number("pending") == 0)
             #expect(after.json["expiresAt"] as? String == before.json["expiresAt"] as? String && after.json["finishedAt"] is String)
 
             let list = try await client.admin(.get, "/admin/jobs")
@@ -399,13 +455,17 @@ struct AdminEndpointTests {
             #expect(jobs.map { $0["expiresAt"] as? String } == [nil, "2030-12-01T09:00:00.000Z", after.json["expiresAt"] as? String])
             #expect(jobs.compactMap { int64($0["expired"]) } == [0, 0, 2] && jobs[0].keys.contains("expiresAt") == false)
         }
-        #expect(try await fixture.database.text("SELECT string_agg(status || ':' || error_code, ',') FROM push_deliveries") == "skipped:EXPIRED,skipped:EXPIRED")
+        #expect(
+            try await fixture.database.text("SELECT string_agg(status || ':' || error_code, ',') FROM push_deliveries")
+                == "skipped:EXPIRED,skipped:EXPIRED")
     }
 
     @Test func jobsListNewestFirstByStatus() async throws {
         let fixture = try await APIFixture.make()
         let scenario = try await fixture.scenario()
-        try await fixture.database.seed { try await $0.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(scenario.jobs[1])") }
+        try await fixture.database.seed {
+            try await $0.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(scenario.jobs[1])")
+        }
         try await fixture.admin { client in
             func ids(_ query: String) async throws -> [Int64] {
                 let response = try await client.admin(.get, "/admin/jobs\(query)")
@@ -428,10 +488,13 @@ struct AdminEndpointTests {
     @Test func aJobCancelledBeforeItRanHasNoAudienceCount() async throws {
         let fixture = try await APIFixture.make()
         let scenario = try await fixture.scenario()
-        try await fixture.database.seed { try await $0.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(scenario.jobs[0])") }
+        try await fixture.database.seed {
+            try await $0.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(scenario.jobs[0])")
+        }
         try await fixture.admin { client in
             let tomorrow = WireJSON.formatted(Date().addingTimeInterval(86_400))
-            let queued = try await client.admin(.post, "/push/notifications", json: Self.notification(#""userIds":[1,2],"sendAt":"\#(tomorrow)""#))
+            let queued = try await client.admin(
+                .post, "/push/notifications", json: Self.notification(#""userIds":[1,2],"sendAt":"\#(tomorrow)""#))
             let scheduled = try #require(queued.jobID, "\(queued.text)")
             // While it waits, its audience is the devices it would reach now.
             #expect(try await client.admin(.get, "/admin/jobs/\(scheduled)").number("audience") == 2)
@@ -459,7 +522,9 @@ struct AdminEndpointTests {
         let (inFlight, running) = try await fixture.database.seed { seed in
             let device = try await seed.device(app: fixture.appID, user: 3, token: "in-flight-token")
             let inFlight = try await seed.delivery(job: scenario.jobs[2], device: device)
-            try await seed.run("UPDATE push_deliveries SET lease_owner = 'worker-1', next_attempt_at = now() + interval '30 seconds' WHERE id = \(inFlight)")
+            try await seed.run(
+                "UPDATE push_deliveries SET lease_owner = 'worker-1', next_attempt_at = now() + interval '30 seconds' WHERE id = \(inFlight)"
+            )
             let running = try await seed.job(users: [3])
             try await seed.run("UPDATE push_jobs SET status = 'running' WHERE id = \(running)")
             try await seed.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(scenario.jobs[1])")
@@ -470,9 +535,13 @@ struct AdminEndpointTests {
             #expect(cancelled.status == .ok && cancelled.json["status"] as? String == "cancelled", "\(cancelled.text)")
             #expect(cancelled.number("sent") == 1 && cancelled.number("skipped") == 1 && cancelled.number("pending") == 1)
             #expect(cancelled.json["finishedAt"] is String)
-            for (method, path) in [(HTTPRequest.Method.delete, "/admin/jobs/\(scenario.jobs[2])"), (.post, "/admin/jobs/\(scenario.jobs[2])/cancel")] {
+            for (method, path) in [
+                (HTTPRequest.Method.delete, "/admin/jobs/\(scenario.jobs[2])"), (.post, "/admin/jobs/\(scenario.jobs[2])/cancel"),
+            ] {
                 let again = try await client.admin(method, path)
-                #expect(again.status == .conflict && again.code == "JOB_FINISHED" && again.message.contains("already cancelled"), "\(again.text)")
+                #expect(
+                    again.status == .conflict && again.code == "JOB_FINISHED" && again.message.contains("already cancelled"),
+                    "\(again.text)")
             }
             let byPost = try await client.admin(.post, "/admin/jobs/\(scenario.jobs[0])/cancel")
             #expect(byPost.status == .ok && byPost.json["status"] as? String == "cancelled" && byPost.number("failed") == 1)
@@ -486,10 +555,16 @@ struct AdminEndpointTests {
             }
         }
         let ids = scenario.deliveries
-        #expect(try await fixture.database.text("""
-            SELECT string_agg(id || ':' || status || ':' || COALESCE(error_code, '-'), ' ' ORDER BY id) FROM push_deliveries
-            """) == "\(ids[0]):sent:- \(ids[1]):failed:UNREGISTERED \(ids[2]):skipped:- \(ids[3]):skipped:CANCELLED \(ids[4]):sent:- \(inFlight):pending:-")
-        #expect(try await fixture.database.text("SELECT string_agg(status, ',' ORDER BY id) FROM push_jobs") == "cancelled,completed,cancelled,cancelled")
+        #expect(
+            try await fixture.database.text(
+                """
+                SELECT string_agg(id || ':' || status || ':' || COALESCE(error_code, '-'), ' ' ORDER BY id) FROM push_deliveries
+                """)
+                == "\(ids[0]):sent:- \(ids[1]):failed:UNREGISTERED \(ids[2]):skipped:- \(ids[3]):skipped:CANCELLED \(ids[4]):sent:- \(inFlight):pending:-"
+        )
+        #expect(
+            try await fixture.database.text("SELECT string_agg(status, ',' ORDER BY id) FROM push_jobs")
+                == "cancelled,completed,cancelled,cancelled")
     }
 
     // MARK: GET /admin/deliveries
@@ -518,15 +593,18 @@ struct AdminEndpointTests {
     @Test func deliveriesRefuseBadParametersNamingThem() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.admin { client in
-            let cases = [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit"), ("job_id=1", "job_id"), ("jobId=abc", "jobId"),
-                         ("jobId=1&jobId=2", "jobId"), ("userId=0", "userId"), ("cursor=abc", "cursor"), ("cursor=0", "cursor"),
-                         ("cursor=-5", "cursor"), ("status=delivered", "status"), ("since=yesterday", "since"),
-                         ("since=2026-12-01T09:00:00", "since"), ("jobId=", "jobId"), ("appCode=", "appCode"),
-                         ("appCode=wo%00wa", "appCode")]
+            let cases = [
+                ("limit=0", "limit"), ("limit=1001", "limit"), ("limit=ten", "limit"), ("job_id=1", "job_id"), ("jobId=abc", "jobId"),
+                ("jobId=1&jobId=2", "jobId"), ("userId=0", "userId"), ("cursor=abc", "cursor"), ("cursor=0", "cursor"),
+                ("cursor=-5", "cursor"), ("status=delivered", "status"), ("since=yesterday", "since"),
+                ("since=2026-12-01T09:00:00", "since"), ("jobId=", "jobId"), ("appCode=", "appCode"),
+                ("appCode=wo%00wa", "appCode"),
+            ]
             for (query, names) in cases {
                 let response = try await client.admin(.get, "/admin/deliveries?\(query)")
-                #expect(response.status == .badRequest && response.code == "VALIDATION_FAILED" && response.message.contains(names),
-                        "\(query): \(response.text)")
+                #expect(
+                    response.status == .badRequest && response.code == "VALIDATION_FAILED" && response.message.contains(names),
+                    "\(query): \(response.text)")
             }
             #expect(try await client.admin(.get, "/admin/deliveries?limit=1000").status == .ok)
         }
@@ -556,18 +634,23 @@ struct AdminEndpointTests {
         let fixture = try await APIFixture.make()
         let (job, before) = try await fixture.database.seed { seed in
             let app = fixture.appID
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform)
                 SELECT g, \(app), 'walk-token-' || g, 'android' FROM generate_series(1, 400) g
                 """)
             let (job, noise) = (try await seed.job(users: nil), try await seed.job(users: nil))
             // Interleaved with another job's rows, which the filter must leave out.
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_deliveries (job_id, device_id, status)
                 SELECT CASE WHEN n % 3 = 0 THEN \(noise) ELSE \(job) END, d.id, 'sent'
                   FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM push_devices) d WHERE n <= 150
                 """)
-            return (job, try await seed.value("SELECT array_agg(id ORDER BY id) FROM push_deliveries WHERE job_id = \(job)", as: [Int64].self) ?? [])
+            return (
+                job,
+                try await seed.value("SELECT array_agg(id ORDER BY id) FROM push_deliveries WHERE job_id = \(job)", as: [Int64].self) ?? []
+            )
         }
         let (inserted, insert) = AsyncStream.makeStream(of: Int64.self)
         let inserter = Task {
@@ -597,7 +680,9 @@ struct AdminEndpointTests {
         let atEnd = try await fixture.database.text(count)
         inserter.cancel()
         _ = await inserter.result
-        let after = try await fixture.database.seed { try await $0.value("SELECT array_agg(id) FROM push_deliveries WHERE job_id = \(job)", as: [Int64].self) ?? [] }
+        let after = try await fixture.database.seed {
+            try await $0.value("SELECT array_agg(id) FROM push_deliveries WHERE job_id = \(job)", as: [Int64].self) ?? []
+        }
         #expect(before.count == 100 && Int(atEnd)! > Int(atStart)! + 5, "the walk must overlap the inserts: \(atStart) → \(atEnd)")
         #expect(Set(seen).count == seen.count, "no delivery is seen twice")
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0 > $1 }, "ids strictly decrease")

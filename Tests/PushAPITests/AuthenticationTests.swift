@@ -1,13 +1,13 @@
-import _CryptoExtras
 import Crypto
+import DeviceRegistry
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import DeviceRegistry
 import PushAPI
-import Testing
-import TestSupport
 import ServiceSupport
+import TestSupport
+import Testing
+import _CryptoExtras
 
 @Suite("Access tokens")
 struct AuthenticationTests {
@@ -23,21 +23,30 @@ struct AuthenticationTests {
         let app = fixture.appID
         try await fixture.test { client in
             let body = #"{"token":"tok-401","platform":"ios"}"#
-            expectUnauthenticated(try await client.send(.post, "/push/devices", token: nil, json: body),
-                                  "an access token is required (Authorization: Bearer, or the accessToken cookie)")
-            expectUnauthenticated(try await client.send(.post, "/push/devices", token: "not-a-jwt", json: body),
-                                  "the access token is not a well-formed JWT")
             expectUnauthenticated(
-                try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app), with: .hmac("another-secret-that-is-32-bytes-long!!")), json: body),
+                try await client.send(.post, "/push/devices", token: nil, json: body),
+                "an access token is required (Authorization: Bearer, or the accessToken cookie)")
+            expectUnauthenticated(
+                try await client.send(.post, "/push/devices", token: "not-a-jwt", json: body),
+                "the access token is not a well-formed JWT")
+            expectUnauthenticated(
+                try await client.send(
+                    .post, "/push/devices",
+                    token: TokenMint.sign(TokenMint.claims(appID: app), with: .hmac("another-secret-that-is-32-bytes-long!!")), json: body),
                 "the access token's signature is invalid")
             expectUnauthenticated(
-                try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app, expiresIn: -5)), json: body),
+                try await client.send(
+                    .post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app, expiresIn: -5)), json: body),
                 "the access token has expired")
             expectUnauthenticated(
-                try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app, expiresIn: nil)), json: body),
+                try await client.send(
+                    .post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app, expiresIn: nil)), json: body),
                 "the access token has no exp claim")
             expectUnauthenticated(
-                try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app, extra: ["nbf": Int(Date().timeIntervalSince1970) + 300])), json: body),
+                try await client.send(
+                    .post, "/push/devices",
+                    token: TokenMint.sign(TokenMint.claims(appID: app, extra: ["nbf": Int(Date().timeIntervalSince1970) + 300])), json: body
+                ),
                 "the access token is not valid yet (nbf)")
             expectUnauthenticated(
                 try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: app), with: .none), json: body),
@@ -51,8 +60,9 @@ struct AuthenticationTests {
             // A tampered payload with the original signature.
             let good = fixture.token(user: 1).split(separator: ".")
             let evil = TokenMint.base64URL(try JSONSerialization.data(withJSONObject: TokenMint.claims(userID: 2, appID: app)))
-            expectUnauthenticated(try await client.send(.post, "/push/devices", token: "\(good[0]).\(evil).\(good[2])", json: body),
-                                  "the access token's signature is invalid")
+            expectUnauthenticated(
+                try await client.send(.post, "/push/devices", token: "\(good[0]).\(evil).\(good[2])", json: body),
+                "the access token's signature is invalid")
             let wrongScheme = try await client.execute(uri: "/push/devices", method: .get, headers: [.authorization: "Basic dXNlcjpwYXNz"])
             #expect(wrongScheme.status == .unauthorized)
             #expect(wrongScheme.headers[.wwwAuthenticate] == "Bearer")
@@ -106,27 +116,37 @@ struct AuthenticationTests {
             #expect(try await client.send(.get, "/push/devices", token: good).status == .ok)
             // The classic confusion attack: HS256 keyed with the RSA public key's PEM.
             let confused = TokenMint.sign(TokenMint.claims(appID: fixture.appID), with: .hmac(publicPEM))
-            expectUnauthenticated(try await client.send(.get, "/push/devices", token: confused),
-                                  "the access token's algorithm HS256 is not accepted")
+            expectUnauthenticated(
+                try await client.send(.get, "/push/devices", token: confused),
+                "the access token's algorithm HS256 is not accepted")
             let otherKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-            expectUnauthenticated(try await client.send(.get, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: fixture.appID), with: .rsa(otherKey))),
-                                  "the access token's signature is invalid")
+            expectUnauthenticated(
+                try await client.send(
+                    .get, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: fixture.appID), with: .rsa(otherKey))),
+                "the access token's signature is invalid")
         }
     }
 
     @Test func es256KeyAndIssuerAudienceChecks() async throws {
         let fixture = try await APIFixture.make()
         let ec = P256.Signing.PrivateKey()
-        let jwt = UserTokenVerifier.Configuration(publicKeyPEM: ec.publicKey.pemRepresentation, issuer: "https://auth.example", audience: "push")
+        let jwt = UserTokenVerifier.Configuration(
+            publicKeyPEM: ec.publicKey.pemRepresentation, issuer: "https://auth.example", audience: "push")
         try await fixture.test(jwt: jwt) { client in
-            let good = TokenMint.sign(TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://auth.example", "aud": ["push", "other"]]), with: .ec(ec))
+            let good = TokenMint.sign(
+                TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://auth.example", "aud": ["push", "other"]]), with: .ec(ec))
             #expect(try await client.send(.get, "/push/devices", token: good).status == .ok)
-            let wrongIssuer = TokenMint.sign(TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://evil.example", "aud": "push"]), with: .ec(ec))
-            expectUnauthenticated(try await client.send(.get, "/push/devices", token: wrongIssuer), "the access token's issuer is not accepted")
-            let wrongAudience = TokenMint.sign(TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://auth.example", "aud": "billing"]), with: .ec(ec))
-            expectUnauthenticated(try await client.send(.get, "/push/devices", token: wrongAudience), "the access token's audience is not accepted")
+            let wrongIssuer = TokenMint.sign(
+                TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://evil.example", "aud": "push"]), with: .ec(ec))
+            expectUnauthenticated(
+                try await client.send(.get, "/push/devices", token: wrongIssuer), "the access token's issuer is not accepted")
+            let wrongAudience = TokenMint.sign(
+                TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://auth.example", "aud": "billing"]), with: .ec(ec))
+            expectUnauthenticated(
+                try await client.send(.get, "/push/devices", token: wrongAudience), "the access token's audience is not accepted")
             let hs = TokenMint.sign(TokenMint.claims(appID: fixture.appID, extra: ["iss": "https://auth.example", "aud": "push"]))
-            expectUnauthenticated(try await client.send(.get, "/push/devices", token: hs), "the access token's algorithm HS256 is not accepted")
+            expectUnauthenticated(
+                try await client.send(.get, "/push/devices", token: hs), "the access token's algorithm HS256 is not accepted")
         }
     }
 
@@ -134,7 +154,8 @@ struct AuthenticationTests {
         await #expect(throws: JWTConfigurationError.noKey) { try await UserTokenVerifier(.init()) }
         await #expect(throws: JWTConfigurationError.secretTooShort(bytes: 5)) { try await UserTokenVerifier(.init(hmacSecret: "short")) }
         await #expect(throws: JWTConfigurationError.unsupportedPublicKey(path: "k.pem")) {
-            try await UserTokenVerifier(.init(publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----", publicKeyPath: "k.pem"))
+            try await UserTokenVerifier(
+                .init(publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----", publicKeyPath: "k.pem"))
         }
         #expect(throws: ConfigurationError.missing("DATABASE_URL")) { try APIConfiguration.fromEnvironment([:]) }
         #expect(throws: ConfigurationError.invalid("API_PORT", "'http' is not an integer in 0...65535")) {

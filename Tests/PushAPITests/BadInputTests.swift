@@ -3,8 +3,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import PushAPI
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Bad input gets the envelope and changes nothing")
 struct BadInputTests {
@@ -18,31 +18,61 @@ struct BadInputTests {
     }
 
     static let cases: [Case] = [
-        Case(json: "{not json", contentType: "application/json", status: 400, code: "MALFORMED_JSON", message: "the body is not valid JSON"),
-        Case(json: "[1,2]", contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "the body must be a JSON object"),
-        Case(json: #"{"token":"t","platform":"ios"}"#, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE", message: "the body must be application/json"),
-        Case(json: #"{"platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token is required"),
-        Case(json: #"{"token":"","platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token must be 1 to 500 characters"),
-        Case(json: "{\"token\":\"\(String(repeating: "x", count: 501))\",\"platform\":\"ios\"}", contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token must be 1 to 500 characters"),
-        Case(json: #"{"token":"a b","platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token must not contain whitespace or control characters"),
-        Case(json: #"{"token":"a\u0007b","platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token must not contain whitespace or control characters"),
-        Case(json: #"{"token":"tok","platform":"symbian"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "platform must be one of ios, android, web"),
-        Case(json: #"{"token":"tok","platform":7}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "platform must be a string"),
-        Case(json: #"{"token":12345,"platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "token must be a string"),
-        Case(json: #"{"token":"tok","platform":"ios","tokenType":"apns"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED", message: "tokenType must be one of fcm, fid"),
+        Case(
+            json: "{not json", contentType: "application/json", status: 400, code: "MALFORMED_JSON", message: "the body is not valid JSON"),
+        Case(
+            json: "[1,2]", contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "the body must be a JSON object"),
+        Case(
+            json: #"{"token":"t","platform":"ios"}"#, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE",
+            message: "the body must be application/json"),
+        Case(
+            json: #"{"platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "token is required"),
+        Case(
+            json: #"{"token":"","platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "token must be 1 to 500 characters"),
+        Case(
+            json: "{\"token\":\"\(String(repeating: "x", count: 501))\",\"platform\":\"ios\"}", contentType: "application/json",
+            status: 400, code: "VALIDATION_FAILED", message: "token must be 1 to 500 characters"),
+        Case(
+            json: #"{"token":"a b","platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "token must not contain whitespace or control characters"),
+        Case(
+            json: #"{"token":"a\u0007b","platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "token must not contain whitespace or control characters"),
+        Case(
+            json: #"{"token":"tok","platform":"symbian"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "platform must be one of ios, android, web"),
+        Case(
+            json: #"{"token":"tok","platform":7}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "platform must be a string"),
+        Case(
+            json: #"{"token":12345,"platform":"ios"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
+            message: "token must be a string"),
+        Case(
+            json: #"{"token":"tok","platform":"ios","tokenType":"apns"}"#, contentType: "application/json", status: 400,
+            code: "VALIDATION_FAILED", message: "tokenType must be one of fcm, fid"),
         // A misspelt deviceId would leave the one-device-per-id replacement silently off.
-        Case(json: #"{"token":"tok","platform":"ios","deviceID":"phone-1"}"#, contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
-             message: #"unknown field "deviceID"; expected one of token, platform, deviceId, tokenType"#),
-        Case(json: #"{"token":"tok","platform":"ios","zz":1,"device_id":"p","tokenType":"fcm"}"#, contentType: "application/json", status: 400,
-             code: "VALIDATION_FAILED", message: #"unknown field "device_id"; expected one of token, platform, deviceId, tokenType"#),
-        Case(json: "{\"token\":\"tok\",\"platform\":\"ios\",\"pad\":\"\(String(repeating: "p", count: 17_000))\"}", contentType: "application/json", status: 413, code: "PAYLOAD_TOO_LARGE", message: "the body must be at most 16384 bytes"),
+        Case(
+            json: #"{"token":"tok","platform":"ios","deviceID":"phone-1"}"#, contentType: "application/json", status: 400,
+            code: "VALIDATION_FAILED",
+            message: #"unknown field "deviceID"; expected one of token, platform, deviceId, tokenType"#),
+        Case(
+            json: #"{"token":"tok","platform":"ios","zz":1,"device_id":"p","tokenType":"fcm"}"#, contentType: "application/json",
+            status: 400,
+            code: "VALIDATION_FAILED", message: #"unknown field "device_id"; expected one of token, platform, deviceId, tokenType"#),
+        Case(
+            json: "{\"token\":\"tok\",\"platform\":\"ios\",\"pad\":\"\(String(repeating: "p", count: 17_000))\"}",
+            contentType: "application/json", status: 413, code: "PAYLOAD_TOO_LARGE", message: "the body must be at most 16384 bytes"),
     ]
 
     @Test(arguments: cases)
     func registrationRefuses(_ bad: Case) async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
-            let response = try await client.send(.post, "/push/devices", token: fixture.token(), json: bad.json, contentType: bad.contentType)
+            let response = try await client.send(
+                .post, "/push/devices", token: fixture.token(), json: bad.json, contentType: bad.contentType)
             #expect(Int(response.status.code) == bad.status)
             #expect(response.json["code"] as? String == bad.code)
             #expect((response.json["status"] as? String)?.isEmpty == false)
@@ -56,8 +86,9 @@ struct BadInputTests {
     @Test func missingContentTypeIs415() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
-            let response = try await client.execute(uri: "/push/devices", method: .post, headers: [.authorization: "Bearer \(fixture.token())"],
-                                                   body: ByteBuffer(string: #"{"token":"t","platform":"ios"}"#))
+            let response = try await client.execute(
+                uri: "/push/devices", method: .post, headers: [.authorization: "Bearer \(fixture.token())"],
+                body: ByteBuffer(string: #"{"token":"t","platform":"ios"}"#))
             #expect(response.status == .unsupportedMediaType)
         }
     }

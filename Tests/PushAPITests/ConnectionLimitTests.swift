@@ -2,14 +2,14 @@ import DeviceRegistry
 import Foundation
 import HummingbirdTesting
 import NIOCore
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushAPI
 
 #if canImport(Glibc)
-import Glibc
-import ServiceSupport
+    import Glibc
+    import ServiceSupport
 #endif
 
 /// Issue 30: idle and slow clients cannot hold push-api's connections or its file descriptors.
@@ -26,10 +26,13 @@ struct ConnectionLimitTests {
         let fixture = try await APIFixture.make()
         // The idle timeout also closes a connection that has not sent a whole head: longer here,
         // so that what closes the slow clients is the read timeout.
-        let readTimeout = Duration.seconds(6), idleTimeout = Duration.seconds(10)
-        let server = try await PushAPIProcess.start(database: fixture.database.url, environment: [
-            "API_READ_TIMEOUT_SECONDS": "6", "API_IDLE_TIMEOUT_SECONDS": "10",
-        ])
+        let readTimeout = Duration.seconds(6)
+        let idleTimeout = Duration.seconds(10)
+        let server = try await PushAPIProcess.start(
+            database: fixture.database.url,
+            environment: [
+                "API_READ_TIMEOUT_SECONDS": "6", "API_IDLE_TIMEOUT_SECONDS": "10",
+            ])
         try await server.whileRunning {
             let before = try await NormalRequests.time(port: server.port, rounds: 20, users: 10_000, fixture: fixture)
             let baseline = server.openFileDescriptors()
@@ -37,7 +40,8 @@ struct ConnectionLimitTests {
 
             // Sent a byte at a time from the first: a request line and a header that never ends.
             let slowHeader = Array("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + String(repeating: "a", count: 100))
-            let bodyHead = "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\n"
+            let bodyHead =
+                "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\n"
                 + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
             let idle = try await HeldConnection.open(334, port: server.port, server: server)
             let slowHeaders = try await HeldConnection.open(333, port: server.port, server: server)
@@ -73,13 +77,15 @@ struct ConnectionLimitTests {
             let closedAt = await closings
             for (index, connection) in slow.enumerated() {
                 let lived = closedAt[index].map { $0 - connection.openedAt }
-                #expect(lived.map { $0 >= readTimeout - .milliseconds(500) && $0 <= readTimeout + .seconds(4) } == true,
-                        "a slow client lived \(lived.map { "\($0)" } ?? "on") with a read timeout of \(readTimeout)")
+                #expect(
+                    lived.map { $0 >= readTimeout - .milliseconds(500) && $0 <= readTimeout + .seconds(4) } == true,
+                    "a slow client lived \(lived.map { "\($0)" } ?? "on") with a read timeout of \(readTimeout)")
             }
             for index in slow.count..<(slow.count + keptAlive.count) {
                 let lived = closedAt[index].map { $0 - keptAliveSince }
-                #expect(lived.map { $0 >= idleTimeout - .milliseconds(500) && $0 <= idleTimeout + .seconds(4) } == true,
-                        "a kept-alive client lived \(lived.map { "\($0)" } ?? "on") with an idle timeout of \(idleTimeout)")
+                #expect(
+                    lived.map { $0 >= idleTimeout - .milliseconds(500) && $0 <= idleTimeout + .seconds(4) } == true,
+                    "a kept-alive client lived \(lived.map { "\($0)" } ?? "on") with an idle timeout of \(idleTimeout)")
             }
             #expect(server.holds(slow + keptAlive) == 0)
             for connection in slow + keptAlive { connection.close() }
@@ -93,11 +99,12 @@ struct ConnectionLimitTests {
             #expect(during.health.allSatisfy { $0 < .seconds(2) } && during.registration.allSatisfy { $0 < .seconds(2) })
             #expect(during.health.median <= before.health.median * 5 + .milliseconds(50), "\(before) -> \(during)")
             #expect(during.registration.median <= before.registration.median * 5 + .milliseconds(50), "\(before) -> \(during)")
-            print("connection limits: 1,000 slow clients; /healthz median \(before.health.median) -> \(during.health.median), "
-                  + "max \(before.health.maximum) -> \(during.health.maximum); registration median \(before.registration.median) "
-                  + "-> \(during.registration.median), max \(before.registration.maximum) -> \(during.registration.maximum); "
-                  + "push-api descriptors \(baseline) -> \(baseline + slow.count + keptAlive.count)+ -> \(after), "
-                  + "resident memory \(memory.baseline / 1024) -> \(memory.held / 1024) MiB")
+            print(
+                "connection limits: 1,000 slow clients; /healthz median \(before.health.median) -> \(during.health.median), "
+                    + "max \(before.health.maximum) -> \(during.health.maximum); registration median \(before.registration.median) "
+                    + "-> \(during.registration.median), max \(before.registration.maximum) -> \(during.registration.maximum); "
+                    + "push-api descriptors \(baseline) -> \(baseline + slow.count + keptAlive.count)+ -> \(after), "
+                    + "resident memory \(memory.baseline / 1024) -> \(memory.held / 1024) MiB")
         }
     }
 
@@ -109,8 +116,9 @@ struct ConnectionLimitTests {
     func descriptorsStayBelowTheOpenFilesLimitWith150IdleSockets() async throws {
         let fixture = try await APIFixture.make()
         let readTimeout = Duration.seconds(5)
-        let server = try await PushAPIProcess.start(database: fixture.database.url, openFilesLimit: 128,
-                                                    environment: ["API_READ_TIMEOUT_SECONDS": "5"])
+        let server = try await PushAPIProcess.start(
+            database: fixture.database.url, openFilesLimit: 128,
+            environment: ["API_READ_TIMEOUT_SECONDS": "5"])
         try await server.whileRunning {
             #expect(server.startLine.contains("open_files_limit=128"), "\(server.startLine)")
             let maximum = try #require(server.maximumConnections)
@@ -148,8 +156,9 @@ struct ConnectionLimitTests {
             try await Task.sleep(for: .milliseconds(300))
             let after = server.openFileDescriptors()
             #expect(after <= baseline + 5, "push-api holds \(after) descriptors, \(baseline) before")
-            print("connection limits: open-files limit 128, cap \(maximum); 150 idle sockets: push-api descriptors \(baseline) -> "
-                  + "at most \(mostDescriptors) -> \(after), \(stillOpen) kept open, requests \(requests), CPU \(cpu) in the window")
+            print(
+                "connection limits: open-files limit 128, cap \(maximum); 150 idle sockets: push-api descriptors \(baseline) -> "
+                    + "at most \(mostDescriptors) -> \(after), \(stillOpen) kept open, requests \(requests), CPU \(cpu) in the window")
         }
     }
 
@@ -160,13 +169,16 @@ struct ConnectionLimitTests {
     @Test(.timeLimit(.minutes(1)))
     func aNewConnectionIsClosedAtOnceWhenEveryConnectionHasARequestInProgress() async throws {
         let fixture = try await APIFixture.make()
-        let server = try await PushAPIProcess.start(database: fixture.database.url, environment: [
-            "API_MAX_CONNECTIONS": "4", "API_READ_TIMEOUT_SECONDS": "3",
-        ])
+        let server = try await PushAPIProcess.start(
+            database: fixture.database.url,
+            environment: [
+                "API_MAX_CONNECTIONS": "4", "API_READ_TIMEOUT_SECONDS": "3",
+            ])
         try await server.whileRunning {
             let busy = try await HeldConnection.open(4, port: server.port, server: server)
             #expect(server.holds(busy) == 4)
-            let head = "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\n"
+            let head =
+                "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\n"
                 + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
             for connection in busy { #expect(connection.send(head)) }
             try await Task.sleep(for: .milliseconds(300))
@@ -188,9 +200,10 @@ struct ConnectionLimitTests {
         let required = ["DATABASE_URL": "postgres://localhost/push", "JWT_SECRET": TokenMint.secret]
         let defaults = try APIConfiguration.fromEnvironment(required)
         #expect(defaults.idleTimeout == .seconds(75) && defaults.readTimeout == .seconds(10) && defaults.maximumConnections == nil)
-        let set = try APIConfiguration.fromEnvironment(required.merging([
-            "API_IDLE_TIMEOUT_SECONDS": "30", "API_READ_TIMEOUT_SECONDS": "5", "API_MAX_CONNECTIONS": "1000",
-        ]) { $1 })
+        let set = try APIConfiguration.fromEnvironment(
+            required.merging([
+                "API_IDLE_TIMEOUT_SECONDS": "30", "API_READ_TIMEOUT_SECONDS": "5", "API_MAX_CONNECTIONS": "1000",
+            ]) { $1 })
         #expect(set.idleTimeout == .seconds(30) && set.readTimeout == .seconds(5) && set.maximumConnections == 1000)
         for (name, value) in [("API_IDLE_TIMEOUT_SECONDS", "0"), ("API_READ_TIMEOUT_SECONDS", "301"), ("API_MAX_CONNECTIONS", "-1")] {
             #expect(throws: ConfigurationError.self, "\(name)=\(value)") {
@@ -216,8 +229,9 @@ struct ConnectionLimitTests {
             _ = try ConnectionLimits(explicit, databaseConnections: 20, openFilesLimit: 1024)
             Issue.record("a cap above the open-files limit was accepted")
         } catch {
-            #expect("\(error)".hasPrefix("API_MAX_CONNECTIONS: 2000 connections need an open-files limit of at least \(2000 + reserved)"),
-                    "\(error)")
+            #expect(
+                "\(error)".hasPrefix("API_MAX_CONNECTIONS: 2000 connections need an open-files limit of at least \(2000 + reserved)"),
+                "\(error)")
         }
     }
 }
@@ -242,8 +256,10 @@ private struct PushAPIProcess: Sendable {
             process.executableURL = URL(fileURLWithPath: binary)
         }
         var variables = ProcessInfo.processInfo.environment
-        variables.merge(["DATABASE_URL": url, "JWT_SECRET": TokenMint.secret, "API_HOST": "127.0.0.1", "API_PORT": "\(port)",
-                         "LOG_LEVEL": "info"]) { $1 }
+        variables.merge([
+            "DATABASE_URL": url, "JWT_SECRET": TokenMint.secret, "API_HOST": "127.0.0.1", "API_PORT": "\(port)",
+            "LOG_LEVEL": "info",
+        ]) { $1 }
         process.environment = variables.merging(environment) { $1 }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = log
@@ -253,9 +269,12 @@ private struct PushAPIProcess: Sendable {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             guard process.isRunning else { throw TestFailure("push-api exited: \(server.log)") }
-            if (try? await TestClient.withClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(2)), operation: {
-                try await $0.get("/healthz").status
-            })) == .ok {
+            if (try? await TestClient.withClient(
+                host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(2)),
+                operation: {
+                    try await $0.get("/healthz").status
+                })) == .ok
+            {
                 return server
             }
             try await Task.sleep(for: .milliseconds(100))
@@ -303,11 +322,13 @@ private struct PushAPIProcess: Sendable {
     func holds(_ connections: [HeldConnection]) -> Int {
         let directory = "/proc/\(process.processIdentifier)/fd"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        let sockets = Set(names.compactMap { name -> Substring? in
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)"),
-                  target.hasPrefix("socket:[") else { return nil }
-            return target.dropFirst("socket:[".count).dropLast()
-        })
+        let sockets = Set(
+            names.compactMap { name -> Substring? in
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(directory)/\(name)"),
+                    target.hasPrefix("socket:[")
+                else { return nil }
+                return target.dropFirst("socket:[".count).dropLast()
+            })
         let peers = Set(connections.map(\.localPort))
         // Read to the end: the kernel writes the table a page per read, and its size says 0.
         let table = FileHandle(forReadingAtPath: "/proc/net/tcp").map { String(decoding: $0.readDataToEndOfFile(), as: UTF8.self) } ?? ""
@@ -330,7 +351,7 @@ private struct PushAPIProcess: Sendable {
     /// User and system CPU time push-api has used.
     func cpuTime() -> Duration {
         guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-              let afterName = stat.range(of: ") ")
+            let afterName = stat.range(of: ") ")
         else { return .zero }
         // Fields after the name, from the state (field 3): utime and stime are fields 14 and 15.
         let fields = stat[afterName.upperBound...].split(separator: " ")
@@ -359,8 +380,12 @@ private struct NormalRequests: CustomStringConvertible {
             let body = ByteBuffer(string: #"{"token":"latency-token-of-user-\#(user)","platform":"android"}"#)
             let registrationStart = ContinuousClock.now
             let registration = try await request(port: port) {
-                try await $0.post("/push/devices", headers: [.authorization: "Bearer \(fixture.token(user: user))",
-                                                             .contentType: "application/json"], body: body)
+                try await $0.post(
+                    "/push/devices",
+                    headers: [
+                        .authorization: "Bearer \(fixture.token(user: user))",
+                        .contentType: "application/json",
+                    ], body: body)
             }
             timings.registration.append(ContinuousClock.now - registrationStart)
             #expect(registration.status == .created, "\(registration.status)")
@@ -369,7 +394,8 @@ private struct NormalRequests: CustomStringConvertible {
     }
 
     private static func request(port: Int, _ send: @escaping @Sendable (TestClient) async throws -> TestClient.Response) async throws
-        -> TestClient.Response {
+        -> TestClient.Response
+    {
         try await TestClient.withClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10)), operation: send)
     }
 }
@@ -403,7 +429,9 @@ private struct HeldConnection: Sendable {
             _ = fcntl(socket, F_SETFL, fcntl(socket, F_GETFL) | O_NONBLOCK)
             var local = sockaddr_in()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) } }
+            _ = withUnsafeMutablePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+            }
             return HeldConnection(socket: socket, localPort: Int(UInt16(bigEndian: local.sin_port)), openedAt: .now)
         }
     }

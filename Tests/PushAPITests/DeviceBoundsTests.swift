@@ -3,9 +3,9 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PushAPI
-import Testing
-import TestSupport
 import ServiceSupport
+import TestSupport
+import Testing
 
 /// Issue 30's bounds, through the public surface: one user's deviceId never reaches another
 /// user's rows, a cap on active devices, a registration rate, and pages of devices.
@@ -16,8 +16,12 @@ struct DeviceBoundsTests {
     @Test func theSameTokenForANewUserSwitchesAccounts() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
-            #expect(try await client.register(token: "fcm-token-of-the-shared-phone", as: fixture.token(user: 1), deviceID: "phone").status == .created)
-            #expect(try await client.register(token: "fcm-token-of-the-shared-phone", as: fixture.token(user: 2), deviceID: "phone").status == .created)
+            #expect(
+                try await client.register(token: "fcm-token-of-the-shared-phone", as: fixture.token(user: 1), deviceID: "phone").status
+                    == .created)
+            #expect(
+                try await client.register(token: "fcm-token-of-the-shared-phone", as: fixture.token(user: 2), deviceID: "phone").status
+                    == .created)
             let old = try #require(try await client.devices(fixture.token(user: 1)).first)
             #expect(old["isActive"] as? Bool == false && old["deactivationReason"] as? String == "account_switch")
             let new = try #require(try await client.devices(fixture.token(user: 2)).first)
@@ -42,7 +46,8 @@ struct DeviceBoundsTests {
             #expect(alice.first?["lastUsedAt"] as? String == victim.json["lastUsedAt"] as? String)
             // Mallory's own second token on "that" device replaced her first: the rule still holds for her.
             let mallory = try await client.devices(fixture.token(user: 2))
-            #expect(mallory.map { "\($0["token"] as? String ?? "") \($0["deactivationReason"] as? String ?? "active")" }
+            #expect(
+                mallory.map { "\($0["token"] as? String ?? "") \($0["deactivationReason"] as? String ?? "active")" }
                     == ["fcm-token-of-mallory-2 active", "fcm-token-of-mallory-1 replaced"])
         }
     }
@@ -56,9 +61,10 @@ struct DeviceBoundsTests {
                 #expect([200, 201].contains(try await client.register(token: token, as: fixture.token(user: 1)).status.code))
             }
             let devices = try await client.devices(fixture.token(user: 1))
-            let state = Dictionary(uniqueKeysWithValues: devices.map {
-                ($0["token"] as? String ?? "", $0["deactivationReason"] as? String ?? "active")
-            })
+            let state = Dictionary(
+                uniqueKeysWithValues: devices.map {
+                    ($0["token"] as? String ?? "", $0["deactivationReason"] as? String ?? "active")
+                })
             #expect(state == ["old-phone": "active", "tablet": "device_limit", "browser": "active", "new-phone": "active"])
         }
     }

@@ -2,8 +2,8 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PushAPI
-import Testing
 import TestSupport
+import Testing
 import WireFormats
 
 @Suite("Device endpoints")
@@ -11,7 +11,8 @@ struct DeviceEndpointTests {
     @Test func registerCreatesThenRefreshesWithTheSameAnswer() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
-            let first = try await client.register(token: "fcm-abcdefghijklmnopqrstuvwxyz-0123456789", as: fixture.token(), deviceID: "iphone-1")
+            let first = try await client.register(
+                token: "fcm-abcdefghijklmnopqrstuvwxyz-0123456789", as: fixture.token(), deviceID: "iphone-1")
             #expect(first.status == .created)
             let body = first.json
             #expect(body["token"] as? String == "fcm-abcdefghijklmnopqrstuvwxyz-0123456789")
@@ -23,7 +24,8 @@ struct DeviceEndpointTests {
             #expect(createdAt.hasSuffix("Z"))
             #expect((try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(createdAt)) != nil)
 
-            let second = try await client.register(token: "fcm-abcdefghijklmnopqrstuvwxyz-0123456789", as: fixture.token(), deviceID: "iphone-1")
+            let second = try await client.register(
+                token: "fcm-abcdefghijklmnopqrstuvwxyz-0123456789", as: fixture.token(), deviceID: "iphone-1")
             #expect(second.status == .ok)
             #expect(second.json["id"] as? Int == body["id"] as? Int)
             #expect(second.json["createdAt"] as? String == createdAt)
@@ -83,8 +85,9 @@ struct DeviceEndpointTests {
     @Test func fidTokensAreAccepted() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in
-            let response = try await client.send(.post, "/push/devices", token: fixture.token(),
-                                                 json: #"{"token":"fid-cXk9","platform":"web","tokenType":"fid"}"#)
+            let response = try await client.send(
+                .post, "/push/devices", token: fixture.token(),
+                json: #"{"token":"fid-cXk9","platform":"web","tokenType":"fid"}"#)
             #expect(response.status == .created)
             #expect(response.json["tokenType"] as? String == "fid")
         }
@@ -103,7 +106,8 @@ struct DeviceEndpointTests {
                         if i % 7 == 0 {
                             return Int(try await client.send(.get, "/push/devices", token: fixture.token(user: user)).status.code)
                         }
-                        return Int(try await client.register(token: token, as: fixture.token(user: user), deviceID: "dev-\(i % 4)").status.code)
+                        return Int(
+                            try await client.register(token: token, as: fixture.token(user: user), deviceID: "dev-\(i % 4)").status.code)
                     }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -131,7 +135,8 @@ struct DeviceEndpointTests {
             let answers = try await withThrowingTaskGroup(of: (Int64, Int, String?, Int?).self) { group in
                 for user in Int64(1)...60 {
                     group.addTask {
-                        let response = try await client.register(token: "tok-of-\(user)", as: fixture.token(user: user), deviceID: "phone-\(user)")
+                        let response = try await client.register(
+                            token: "tok-of-\(user)", as: fixture.token(user: user), deviceID: "phone-\(user)")
                         return (user, Int(response.status.code), response.json["token"] as? String, response.json["id"] as? Int)
                     }
                 }
@@ -159,10 +164,12 @@ struct DeviceEndpointTests {
         let token = "fcm-" + String(repeating: "Zq9", count: 50)
         let jwt = fixture.token(user: 5)
         let statuses = try await fixture.test(logger: log.logger(level: .trace)) { client in
-            [try await client.register(token: token, as: jwt, deviceID: "phone-5").status.code,
-             try await client.send(.delete, "/push/devices/\(token)", token: jwt).status.code,
-             try await client.send(.get, "/push/devices/\(token)?x=\(token)", token: jwt).status.code,
-             try await client.register(token: token, as: jwt, deviceID: "bad\u{2028}id").status.code]
+            [
+                try await client.register(token: token, as: jwt, deviceID: "phone-5").status.code,
+                try await client.send(.delete, "/push/devices/\(token)", token: jwt).status.code,
+                try await client.send(.get, "/push/devices/\(token)?x=\(token)", token: jwt).status.code,
+                try await client.register(token: token, as: jwt, deviceID: "bad\u{2028}id").status.code,
+            ]
         }
         #expect(statuses == [201, 400, 404, 400])
         let text = log.text

@@ -4,8 +4,8 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
-import Testing
 import TestSupport
+import Testing
 import WireFormats
 
 @testable import PushAPI
@@ -21,13 +21,15 @@ struct HostileInputTests {
         let log = CapturedLog()
         try await fixture.test(.live, logger: log.logger(level: .info)) { client in
             let port = try #require(client.port)
-            let head = "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\nContent-Type: application/json\r\n"
+            let head =
+                "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\nContent-Type: application/json\r\n"
             let malformedChunks = try RawHTTP.exchange(port: port, head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{\"token\"\r\n0\r\n\r\n")
             #expect(!malformedChunks.hasPrefix("HTTP/1.1 5"), "\(malformedChunks)")
             #expect(malformedChunks.isEmpty || malformedChunks.hasPrefix("HTTP/1.1 400"), "\(malformedChunks)")
             let cutShort = try RawHTTP.exchange(port: port, head + "Content-Length: 200\r\n\r\n{\"token\":\"abc", halfClose: true)
             #expect(!cutShort.hasPrefix("HTTP/1.1 5"), "\(cutShort)")
-            let truncatedChunk = try RawHTTP.exchange(port: port, head + "Transfer-Encoding: chunked\r\n\r\n40\r\n{\"token\":", halfClose: true)
+            let truncatedChunk = try RawHTTP.exchange(
+                port: port, head + "Transfer-Encoding: chunked\r\n\r\n40\r\n{\"token\":", halfClose: true)
             #expect(!truncatedChunk.hasPrefix("HTTP/1.1 5"), "\(truncatedChunk)")
             // The server is none the worse.
             let health = try await client.execute(uri: "/healthz", method: .get)
@@ -46,23 +48,27 @@ struct HostileInputTests {
             let deep = String(repeating: #"{"a":"#, count: 510) + "1" + String(repeating: "}", count: 510)
             let notification = #"{"appCode":"wowa","userIds":[1],"message":"# + deep + "}"
             var headers: HTTPFields = [.authorization: "Bearer \(admin)", .contentType: "application/json"]
-            let refused = try await client.execute(uri: "/push/notifications", method: .post, headers: headers,
-                                                   body: ByteBuffer(string: notification))
+            let refused = try await client.execute(
+                uri: "/push/notifications", method: .post, headers: headers,
+                body: ByteBuffer(string: notification))
             #expect(refused.status == .badRequest)
             #expect(refused.json["code"] as? String == "VALIDATION_FAILED")
             #expect((refused.json["message"] as? String)?.hasPrefix("the body nests deeper than 32 levels") == true, "\(refused.text)")
 
             headers[.authorization] = "Bearer \(fixture.token())"
             let arrays = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
-            let registration = try await client.execute(uri: "/push/devices", method: .post, headers: headers,
-                                                        body: ByteBuffer(string: #"{"token":"t","platform":"ios","x":"# + arrays + "}"))
-            #expect(registration.status == .badRequest && registration.json["code"] as? String == "VALIDATION_FAILED", "\(registration.text)")
+            let registration = try await client.execute(
+                uri: "/push/devices", method: .post, headers: headers,
+                body: ByteBuffer(string: #"{"token":"t","platform":"ios","x":"# + arrays + "}"))
+            #expect(
+                registration.status == .badRequest && registration.json["code"] as? String == "VALIDATION_FAILED", "\(registration.text)")
 
             // Brackets inside strings are text, not nesting.
             let inString = #"{"appCode":"wowa","userIds":[1],"message":{"data":{"k":""# + String(repeating: "[{", count: 100) + #""}}}"#
-            let accepted = try await client.execute(uri: "/push/notifications", method: .post,
-                                                    headers: [.authorization: "Bearer \(admin)", .contentType: "application/json"],
-                                                    body: ByteBuffer(string: inString))
+            let accepted = try await client.execute(
+                uri: "/push/notifications", method: .post,
+                headers: [.authorization: "Bearer \(admin)", .contentType: "application/json"],
+                body: ByteBuffer(string: inString))
             #expect(accepted.status == .accepted, "\(accepted.text)")
         }
     }

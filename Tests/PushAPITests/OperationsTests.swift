@@ -3,8 +3,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import PushAPI
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Operations endpoints")
 struct OperationsTests {
@@ -50,14 +50,16 @@ struct OperationsTests {
             for operation in operations {
                 let uri = operation.path.replacingOccurrences(of: "{id}", with: "1")
                 let isAdmin = !operation.path.hasPrefix("/push/devices")
-                let json: String? = switch (operation.method, isAdmin) {
-                case (.post, false): #"{"token":"openapi-walk","platform":"web"}"#
-                case (.post, true): #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"walk"}}}"#
-                default: nil
-                }
+                let json: String? =
+                    switch (operation.method, isAdmin) {
+                    case (.post, false): #"{"token":"openapi-walk","platform":"web"}"#
+                    case (.post, true): #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"walk"}}}"#
+                    default: nil
+                    }
                 let response = try await client.send(operation.method, uri, token: isAdmin ? Self.adminToken : fixture.token(), json: json)
-                #expect(operation.statuses.contains(Int(response.status.code)),
-                        "\(operation.method) \(operation.path) answered \(response.status.code), declared \(operation.statuses)")
+                #expect(
+                    operation.statuses.contains(Int(response.status.code)),
+                    "\(operation.method) \(operation.path) answered \(response.status.code), declared \(operation.statuses)")
                 if response.status.code >= 400 {
                     #expect(response.json["code"] != nil, "\(operation.method) \(operation.path) error without the envelope")
                 }
@@ -72,9 +74,11 @@ struct OperationsTests {
         try await fixture.test { client in
             let declared = OpenAPIOperations.parse(try await client.execute(uri: "/openapi.yaml", method: .get).text)
                 .map { "\($0.method) \($0.path)" }
-            let served = ["POST /push/devices", "GET /push/devices", "DELETE /push/devices/{id}", "GET /healthz", "GET /readyz",
-                          "GET /metrics", "GET /openapi.yaml", "POST /push/notifications", "GET /admin/jobs", "GET /admin/jobs/{id}",
-                          "DELETE /admin/jobs/{id}", "POST /admin/jobs/{id}/cancel", "GET /admin/deliveries"]
+            let served = [
+                "POST /push/devices", "GET /push/devices", "DELETE /push/devices/{id}", "GET /healthz", "GET /readyz",
+                "GET /metrics", "GET /openapi.yaml", "POST /push/notifications", "GET /admin/jobs", "GET /admin/jobs/{id}",
+                "DELETE /admin/jobs/{id}", "POST /admin/jobs/{id}/cancel", "GET /admin/deliveries",
+            ]
             // Every route of the router (Sources/PushAPI/Application+build.swift) appears.
             #expect(Set(served).subtracting(declared).isEmpty)
         }
@@ -101,11 +105,21 @@ struct OpenAPIOperations {
         for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
             let indent = line.prefix { $0 == " " }.count
             let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if indent == 0 { if inPaths { flush() }; inPaths = trimmed == "paths:"; continue }
+            if indent == 0 {
+                if inPaths { flush() }
+                inPaths = trimmed == "paths:"
+                continue
+            }
             guard inPaths else { continue }
-            if indent == 2, trimmed.hasSuffix(":") { flush(); path = String(trimmed.dropLast()) }
-            else if indent == 4, trimmed.hasSuffix(":"), let m = HTTPRequest.Method(String(trimmed.dropLast()).uppercased()) { flush(); method = m }
-            else if indent == 8, trimmed.hasPrefix("'"), let code = Int(trimmed.dropFirst().prefix(3)) { statuses.insert(code) }
+            if indent == 2, trimmed.hasSuffix(":") {
+                flush()
+                path = String(trimmed.dropLast())
+            } else if indent == 4, trimmed.hasSuffix(":"), let m = HTTPRequest.Method(String(trimmed.dropLast()).uppercased()) {
+                flush()
+                method = m
+            } else if indent == 8, trimmed.hasPrefix("'"), let code = Int(trimmed.dropFirst().prefix(3)) {
+                statuses.insert(code)
+            }
         }
         flush()
         return result

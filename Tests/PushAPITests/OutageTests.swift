@@ -3,8 +3,8 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import PushAPI
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Database outage")
 struct OutageTests {
@@ -14,7 +14,8 @@ struct OutageTests {
     func answers503WhileTheDatabaseIsDownAndRecoversByItself() async throws {
         let port = try LocalCluster.freePort()
         let url = "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable"
-        let configuration = APIConfiguration(databaseURL: url, port: 0, jwt: .init(hmacSecret: TokenMint.secret), databaseDeadline: .seconds(2))
+        let configuration = APIConfiguration(
+            databaseURL: url, port: 0, jwt: .init(hmacSecret: TokenMint.secret), databaseDeadline: .seconds(2))
         let app = try await buildApplication(configuration, logger: apiLogger)
         let token = TokenMint.sign(TokenMint.claims(appID: 1))
         try await app.test(.router) { client in

@@ -1,12 +1,13 @@
 import DeviceRegistry
 import Logging
 import PostgresNIO
-@testable import PushAPI
 import ServiceLifecycle
-import Synchronization
-import Testing
-import TestSupport
 import ServiceSupport
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// The batcher against PostgreSQL. Each test holds its single lane on a registration that waits
 /// for a token lock the test holds, so what queues behind it, and therefore each batch, is known.
@@ -75,9 +76,12 @@ struct RegistrationBatcherTests {
             }
             #expect(lane.batchSizes() == [1, 3])
             #expect(try await count(lane.client, "SELECT count(*)::int FROM push_devices WHERE user_id = 5 AND is_active") == 2)
-            #expect(try await count(lane.client, """
-                SELECT count(*)::int FROM push_devices WHERE token = 'tok-first' AND deactivation_reason = 'device_limit'
-                """) == 1)
+            #expect(
+                try await count(
+                    lane.client,
+                    """
+                    SELECT count(*)::int FROM push_devices WHERE token = 'tok-first' AND deactivation_reason = 'device_limit'
+                    """) == 1)
             #expect(try await lane.tokens() == ["tok-blocker", "tok-first", "tok-second", "tok-third"])
         }
     }
@@ -157,8 +161,9 @@ private struct BlockedLane: Sendable {
     let unlock: AsyncStream<Void>.Continuation
 
     func register(_ token: String, user: Int64, app: Int64? = nil) async throws -> DeviceDirectory.Registered {
-        try await batcher.register(try DeviceRegistration(token: token, platform: "ios", deviceID: nil, tokenType: nil),
-                                   userID: user, appID: app ?? self.app, logger: apiLogger)
+        try await batcher.register(
+            try DeviceRegistration(token: token, platform: "ios", deviceID: nil, tokenType: nil),
+            userID: user, appID: app ?? self.app, logger: apiLogger)
     }
 
     func release() {
@@ -206,14 +211,17 @@ private final class BatchSizes: Sendable {
 
 /// Runs `body` with a lane whose first registration (`tok-blocker`, user 1) is blocked; unless
 /// `runsAsService` is false, the batcher runs and the blocked registration is already waiting.
-private func withBlockedLane(runsAsService: Bool = true, deadline: Duration = .seconds(30),
-                             limits: RegistrationLimits = RegistrationLimits(),
-                             _ body: @Sendable (BlockedLane) async throws -> Void) async throws {
+private func withBlockedLane(
+    runsAsService: Bool = true, deadline: Duration = .seconds(30),
+    limits: RegistrationLimits = RegistrationLimits(),
+    _ body: @Sendable (BlockedLane) async throws -> Void
+) async throws {
     try await TestPostgres.shared.makeDatabase().withClient { client in
         let app = try await AppDirectory(client: client, logger: apiLogger).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
         let sizes = BatchSizes()
-        let batcher = RegistrationBatcher(registry: DeviceDirectory(client: client), lanes: 1, deadline: deadline, limits: limits,
-                                          logger: apiLogger, batchSizes: { sizes.append($0) })
+        let batcher = RegistrationBatcher(
+            registry: DeviceDirectory(client: client), lanes: 1, deadline: deadline, limits: limits,
+            logger: apiLogger, batchSizes: { sizes.append($0) })
         let (unlocked, unlock) = AsyncStream<Void>.makeStream()
         let lane = BlockedLane(client: client, batcher: batcher, app: app, sizes: sizes, unlock: unlock)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -252,4 +260,3 @@ private func outcome<T: Sendable>(_ body: () async throws -> T) async -> Result<
         return .failure(error)
     }
 }
-

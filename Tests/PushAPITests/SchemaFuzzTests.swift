@@ -1,7 +1,7 @@
 import Foundation
 import HummingbirdTesting
-import Testing
 import TestSupport
+import Testing
 
 /// schemathesis (PyPI), installed into a throwaway venv, fuzzes a live push-api from the OpenAPI
 /// document it serves: every operation, with inputs the document allows and inputs it forbids,
@@ -27,14 +27,14 @@ struct SchemaFuzzTests {
     /// - `unsupported_method`, `allow_header_conformance`: a method a path does not have answers
     ///   404 `NOT_FOUND` (Hummingbird's router has no 405); a 405 with `Allow` would be better.
     static let checks = [
-        "not_a_server_error",            // no 5xx, whatever the input
-        "status_code_conformance",       // every status is one the document lists for the operation
+        "not_a_server_error",  // no 5xx, whatever the input
+        "status_code_conformance",  // every status is one the document lists for the operation
         "content_type_conformance",
         "response_headers_conformance",  // documented headers (Retry-After on a 429) are there and valid
-        "response_schema_conformance",   // every body matches the document's schema for its status
-        "negative_data_rejection",       // what the document forbids is refused with a 4xx
+        "response_schema_conformance",  // every body matches the document's schema for its status
+        "negative_data_rejection",  // what the document forbids is refused with a 4xx
         "missing_required_header",
-        "ignored_auth",                  // no credential, or a wrong one: 401, never the data
+        "ignored_auth",  // no credential, or a wrong one: 401, never the data
         "ensure_resource_availability",  // a registered device or queued job can be read back
     ]
 
@@ -60,22 +60,25 @@ struct SchemaFuzzTests {
 
         let run = try await fixture.test(.live, adminToken: Self.adminToken, logger: log.logger(level: .warning)) { client in
             let port = try #require(client.port)
-            return try await Subprocess.run(command, [
-                "--config-file", folder + "/schemathesis.toml",
-                "run", "http://127.0.0.1:\(port)/openapi.yaml",
-                "--checks", Self.checks.joined(separator: ","),
-                "--phases", "examples,coverage,fuzzing,stateful",
-                "--max-examples", String(Self.examplesPerOperation), "--seed", String(Self.seed),
-                "--workers", "1", "--generation-database", "none", "--request-timeout", "10",
-                // The credentials are this test's own; reproductions need them and the tokens in bodies.
-                "--output-sanitize", "false", "--no-color",
-                "--report", "json,ndjson",
-                "--report-json-path", folder + "/report.json", "--report-ndjson-path", folder + "/events.ndjson",
-            ], environment: [
-                "PUSH_FUZZ_USER_TOKEN": fixture.token(),
-                "PUSH_FUZZ_ADMIN_TOKEN": Self.adminToken,
-                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-            ], directory: folder, timeLimit: .seconds(240))
+            return try await Subprocess.run(
+                command,
+                [
+                    "--config-file", folder + "/schemathesis.toml",
+                    "run", "http://127.0.0.1:\(port)/openapi.yaml",
+                    "--checks", Self.checks.joined(separator: ","),
+                    "--phases", "examples,coverage,fuzzing,stateful",
+                    "--max-examples", String(Self.examplesPerOperation), "--seed", String(Self.seed),
+                    "--workers", "1", "--generation-database", "none", "--request-timeout", "10",
+                    // The credentials are this test's own; reproductions need them and the tokens in bodies.
+                    "--output-sanitize", "false", "--no-color",
+                    "--report", "json,ndjson",
+                    "--report-json-path", folder + "/report.json", "--report-ndjson-path", folder + "/events.ndjson",
+                ],
+                environment: [
+                    "PUSH_FUZZ_USER_TOKEN": fixture.token(),
+                    "PUSH_FUZZ_ADMIN_TOKEN": Self.adminToken,
+                    "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+                ], directory: folder, timeLimit: .seconds(240))
         }
         let report: FuzzReport
         do {
@@ -87,9 +90,10 @@ struct SchemaFuzzTests {
             return
         }
 
-        print("schemathesis \(report.version), seed \(Self.seed), \(report.requests.count) requests in "
-              + String(format: "%.1f s", report.runningTime) + "; per operation:\n"
-              + report.requestsPerOperation.map { "  \($0.count)\t\($0.operation)" }.joined(separator: "\n"))
+        print(
+            "schemathesis \(report.version), seed \(Self.seed), \(report.requests.count) requests in "
+                + String(format: "%.1f s", report.runningTime) + "; per operation:\n"
+                + report.requestsPerOperation.map { "  \($0.count)\t\($0.operation)" }.joined(separator: "\n"))
 
         // No 5xx, read from the requests themselves as well as from schemathesis's check.
         let serverErrors = report.requests.filter { ($0.status ?? 0) >= 500 }
@@ -97,19 +101,22 @@ struct SchemaFuzzTests {
             Issue.record("\(serverErrors.count) answers were 5xx:\n\(serverErrors.prefix(10).map(\.summary).joined(separator: "\n\n"))")
         }
         if !report.failedChecks.isEmpty {
-            Issue.record("\(report.failedChecks.count) checks failed:\n\(report.failedChecks.prefix(10).map(\.summary).joined(separator: "\n\n"))")
+            Issue.record(
+                "\(report.failedChecks.count) checks failed:\n\(report.failedChecks.prefix(10).map(\.summary).joined(separator: "\n\n"))")
         }
         if !report.errors.isEmpty {
             Issue.record("schemathesis met errors:\n\(report.errors.joined(separator: "\n"))")
         }
         #expect(run.status == 0, "schemathesis exited \(run.status):\n\(run.output.suffix(12_000))")
-        #expect(report.exitCode == 0 && report.complete && report.stopReason == "completed",
-                "exit code \(report.exitCode), complete \(report.complete), stop reason \(report.stopReason)")
+        #expect(
+            report.exitCode == 0 && report.complete && report.stopReason == "completed",
+            "exit code \(report.exitCode), complete \(report.complete), stop reason \(report.stopReason)")
 
         // Every operation of the document was fuzzed, each with requests that got past its
         // credential check (a credential that did not work would make the run pass vacuously).
         #expect(report.operations.total >= Self.operations.count)
-        #expect(report.operations.tested == report.operations.total && report.operations.errored == 0
+        #expect(
+            report.operations.tested == report.operations.total && report.operations.errored == 0
                 && report.operations.skipped == 0, "\(report.operations)")
         let fuzzed = Dictionary(uniqueKeysWithValues: report.requestsPerOperation.map { ($0.operation, $0.count) })
         for operation in Self.operations {
@@ -254,7 +261,7 @@ struct FuzzReport {
         operations = summary.operations
         for line in events.split(separator: "\n") {
             guard let event = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let (kind, payload) = event.first, event.count == 1
+                let (kind, payload) = event.first, event.count == 1
             else { throw Unreadable(description: "an event that is not one named object: \(line.prefix(300))") }
             switch kind {
             case "ScenarioFinished":
@@ -296,17 +303,20 @@ struct FuzzReport {
         for (caseID, results) in checks.sorted(by: { $0.key < $1.key }) {
             for result in results where result["status"] as? String != "success" {
                 let failure = (result["failure_info"] as? [String: Any])?["failure"] as? [String: Any] ?? [:]
-                failedChecks.append(FailedCheck(
-                    check: result["name"] as? String ?? "?", code: failure["code"] as? String ?? "?",
-                    title: failure["title"] as? String ?? "?", message: failure["message"] as? String ?? "\(result)",
-                    exchange: exchanges[caseID]))
+                failedChecks.append(
+                    FailedCheck(
+                        check: result["name"] as? String ?? "?", code: failure["code"] as? String ?? "?",
+                        title: failure["title"] as? String ?? "?", message: failure["message"] as? String ?? "\(result)",
+                        exchange: exchanges[caseID]))
             }
         }
     }
 
     /// Headers any HTTP client adds, left out of the curl reproductions.
-    static let transportHeaders: Set<String> = ["user-agent", "accept", "accept-encoding", "connection", "content-length",
-                                                "x-schemathesis-testcaseid"]
+    static let transportHeaders: Set<String> = [
+        "user-agent", "accept", "accept-encoding", "connection", "content-length",
+        "x-schemathesis-testcaseid",
+    ]
 
     /// A body as the event log holds it: `{"$base64": "…"}`.
     static func bytes(_ value: Any?) -> Data? {

@@ -1,6 +1,6 @@
-import _CryptoExtras
 import Crypto
 import Foundation
+import _CryptoExtras
 
 /// Signs access tokens the way an auth server would, and forges the ones an attacker would.
 struct TokenMint {

@@ -1,6 +1,7 @@
 import Foundation
-@testable import PushAPI
 import Testing
+
+@testable import PushAPI
 
 @Suite("Access token claims")
 struct AccessTokenClaimTests {
@@ -50,8 +51,10 @@ struct AccessTokenClaimTests {
         let good = TokenMint.sign(["userId": 7, "appId": 3, "exp": exp, "aud": "push"])
         #expect((try? verifier.verify(good)) == AppUser(userID: 7, appID: 3))
         let parts = good.split(separator: ".").map(String.init)
-        for token in ["\(good).", "\(parts[0]).\(parts[1])", "\(parts[0])=.\(parts[1]).\(parts[2])", "\(parts[0]).\(parts[1]).\(parts[2])=",
-                      "e30.\(parts[1]).\(parts[2])", ".."] {
+        for token in [
+            "\(good).", "\(parts[0]).\(parts[1])", "\(parts[0])=.\(parts[1]).\(parts[2])", "\(parts[0]).\(parts[1]).\(parts[2])=",
+            "e30.\(parts[1]).\(parts[2])", "..",
+        ] {
             #expect(throws: UserTokenVerifier.Failure.malformed, "\(token)") { try verifier.verify(token) }
         }
     }
@@ -67,8 +70,10 @@ struct AccessTokenClaimTests {
             #expect(try verifier.verify(parts.joined(separator: ".")) == AppUser(userID: Int64(userID), appID: 3))
             for index in parts.indices {
                 let segment = parts[index]
-                var spellings = ["\(segment)=", "\(segment)==", "+\(segment.dropFirst())", "/\(segment.dropFirst())",
-                                 "\(segment.prefix(4)) \(segment.dropFirst(5))"]
+                var spellings = [
+                    "\(segment)=", "\(segment)==", "+\(segment.dropFirst())", "/\(segment.dropFirst())",
+                    "\(segment.prefix(4)) \(segment.dropFirst(5))",
+                ]
                 if let stray = Self.withStrayBit(segment) { spellings.append(stray) }
                 for spelling in spellings {
                     var token = parts

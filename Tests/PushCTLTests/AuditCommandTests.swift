@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Foundation
 import Logging
-import Testing
 import TestSupport
+import Testing
 
 /// pushctl deliveries, devices and job --watch, as operators run them.
 @Suite("pushctl audit: deliveries, devices, job --watch")
@@ -16,9 +16,12 @@ struct AuditCommandTests {
     }
 
     /// Runs pushctl; whatever it prints, no device token appears whole.
-    func run(_ arguments: [String], _ environment: [String: String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> BuiltProduct.Result {
+    func run(_ arguments: [String], _ environment: [String: String], sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> BuiltProduct.Result
+    {
         let result = try await pushctl.run(arguments, environment: environment)
-        #expect(!(result.stdout + result.stderr).contains("secret-tail"), "\(arguments) shows a whole token", sourceLocation: sourceLocation)
+        #expect(
+            !(result.stdout + result.stderr).contains("secret-tail"), "\(arguments) shows a whole token", sourceLocation: sourceLocation)
         return result
     }
 
@@ -38,13 +41,25 @@ struct AuditCommandTests {
             let c = text[index]
             index = text.index(after: index)
             if quoted {
-                if c != "\"" { field.append(c) }
-                else if index < text.endIndex && text[index] == "\"" { field.append(c); index = text.index(after: index) }
-                else { quoted = false }
-            } else if c == "\"" { quoted = true }
-            else if c == "," { row.append(field); field = "" }
-            else if c == "\n" { rows.append(row + [field]); (row, field) = ([], "") }
-            else { field.append(c) }
+                if c != "\"" {
+                    field.append(c)
+                } else if index < text.endIndex && text[index] == "\"" {
+                    field.append(c)
+                    index = text.index(after: index)
+                } else {
+                    quoted = false
+                }
+            } else if c == "\"" {
+                quoted = true
+            } else if c == "," {
+                row.append(field)
+                field = ""
+            } else if c == "\n" {
+                rows.append(row + [field])
+                (row, field) = ([], "")
+            } else {
+                field.append(c)
+            }
         }
         if !row.isEmpty || !field.isEmpty { rows.append(row + [field]) }
         return rows
@@ -72,8 +87,11 @@ struct AuditCommandTests {
         #expect(result.status == 0, "\(result.stderr)")
         let rows = Self.csv(result.stdout)
         try #require(rows.count == 6, "\(result.stdout)")
-        #expect(rows[0] == ["id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
-                            "error_message", "fcm_message_id", "device_id", "created_at"])
+        #expect(
+            rows[0] == [
+                "id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
+                "error_message", "fcm_message_id", "device_id", "created_at",
+            ])
         #expect(rows.allSatisfy { $0.count == 14 }, "\(rows)")
         #expect(rows.dropFirst().map { Int64($0[0]) } == scenario.deliveries.reversed())
         #expect(rows.dropFirst().map { $0[5] } == [1, 0, 2, 1, 0].map(AuditScenario.masked))
@@ -89,7 +107,10 @@ struct AuditCommandTests {
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
         try #require(lines.count == 6, "\(result.stdout)")
-        #expect(lines[0].split(separator: " ", omittingEmptySubsequences: true) == ["ID", "JOB", "USER", "APP", "PLATFORM", "TOKEN", "STATUS", "ATTEMPTS", "UPDATED", "ERROR"])
+        #expect(
+            lines[0].split(separator: " ", omittingEmptySubsequences: true) == [
+                "ID", "JOB", "USER", "APP", "PLATFORM", "TOKEN", "STATUS", "ATTEMPTS", "UPDATED", "ERROR",
+            ])
         let firstColumn: [String] = lines.dropFirst().map { String($0.prefix { $0 != " " }) }
         #expect(firstColumn == scenario.deliveries.reversed().map { String($0) })
         #expect(lines[4].contains(AuditScenario.masked(1)) && lines[4].hasSuffix("UNREGISTERED: \(AuditScenario.failure.message)"))
@@ -101,7 +122,8 @@ struct AuditCommandTests {
         let (_, scenario, env) = try await setUp()
         for query in AuditScenario.queries {
             let result = try await run(["deliveries", "--format", "json"] + query.arguments(scenario), env)
-            #expect(result.status == 0 && Self.ids(result.stdout) == query.expectedIDs(scenario), "\(query): \(result.stdout)\(result.stderr)")
+            #expect(
+                result.status == 0 && Self.ids(result.stdout) == query.expectedIDs(scenario), "\(query): \(result.stdout)\(result.stderr)")
         }
         let limited = try await run(["deliveries", "--format", "json", "--limit", "2", "--app", "wowa"], env)
         #expect(Self.ids(limited.stdout) == [scenario.deliveries[4], scenario.deliveries[3]])
@@ -109,10 +131,12 @@ struct AuditCommandTests {
 
     @Test func badOptionsAreOneLineOnStderrAndANonZeroExit() async throws {
         let (_, _, env) = try await setUp()
-        let cases = [(["--status", "delivered"], "--status must be one of pending, sent, failed, skipped"),
-                     (["--since", "yesterday"], "--since 'yesterday' is not an ISO 8601 time"),
-                     (["--since", "2026-12-01T09:00:00"], "--since '2026-12-01T09:00:00' is not an ISO 8601 time"),
-                     (["--limit", "0"], "--limit must be at least 1")]
+        let cases = [
+            (["--status", "delivered"], "--status must be one of pending, sent, failed, skipped"),
+            (["--since", "yesterday"], "--since 'yesterday' is not an ISO 8601 time"),
+            (["--since", "2026-12-01T09:00:00"], "--since '2026-12-01T09:00:00' is not an ISO 8601 time"),
+            (["--limit", "0"], "--limit must be at least 1"),
+        ]
         for (arguments, message) in cases {
             let result = try await run(["deliveries"] + arguments, env)
             #expect(result.status != 0 && result.stdout.isEmpty, "\(arguments)")
@@ -129,12 +153,14 @@ struct AuditCommandTests {
         let count = 20_000
         let job = try await database.seed { seed in
             let app = try await seed.app("wowa")
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform)
                 SELECT g, \(app), 'stream-token-' || g || '-secret-tail', 'android' FROM generate_series(1, \(count)) g
                 """)
             let job = try await seed.job(users: nil)
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message)
                 SELECT \(job), id, 'failed', 'INTERNAL', 'a, "quoted" message' FROM push_devices
                 """)
@@ -164,7 +190,10 @@ struct AuditCommandTests {
             let result = try await run(["devices"] + arguments, env)
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             let lines = result.stdout.split(separator: "\n")
-            #expect(lines.first?.split(separator: " ") == ["ID", "USER", "PLATFORM", "TOKEN", "TYPE", "DEVICE", "ACTIVE", "LAST", "USED", "DEACTIVATED"])
+            #expect(
+                lines.first?.split(separator: " ") == [
+                    "ID", "USER", "PLATFORM", "TOKEN", "TYPE", "DEVICE", "ACTIVE", "LAST", "USED", "DEACTIVATED",
+                ])
             return lines.dropFirst().map { $0.split(separator: " ").map(String.init) }
         }
         // ID USER PLATFORM TOKEN TYPE DEVICE ACTIVE LAST-USED DEACTIVATED…; active first.
@@ -179,7 +208,8 @@ struct AuditCommandTests {
         let nobody = try await run(["devices", "--app", "wowa", "--user", "9"], env)
         #expect(nobody.status == 0 && nobody.stdout == "user 9 has no devices in wowa\n")
         let unknown = try await run(["devices", "--app", "nope"], env)
-        #expect(unknown.status != 0 && unknown.stderr.contains("no app with code 'nope'") && unknown.stderr.split(separator: "\n").count == 1)
+        #expect(
+            unknown.status != 0 && unknown.stderr.contains("no app with code 'nope'") && unknown.stderr.split(separator: "\n").count == 1)
     }
 
     // MARK: job --watch
@@ -202,7 +232,8 @@ struct AuditCommandTests {
         #expect(try await Self.wait(for: watcher, toShow: "0%  0/4"), "no progress line while the job runs")
         try await database.seed { seed in
             try await seed.run("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
-            try await seed.run("UPDATE push_deliveries SET status = 'sent', attempts = 1 WHERE id IN (SELECT id FROM push_deliveries ORDER BY id LIMIT 2)")
+            try await seed.run(
+                "UPDATE push_deliveries SET status = 'sent', attempts = 1 WHERE id IN (SELECT id FROM push_deliveries ORDER BY id LIMIT 2)")
         }
         #expect(try await Self.wait(for: watcher, toShow: "50%  2/4"), "no progress line while the job runs")
         try await database.seed { seed in
@@ -211,8 +242,11 @@ struct AuditCommandTests {
                 try await seed.run("UPDATE push_deliveries SET status = 'sent' WHERE status = 'pending'")
                 try await seed.run("UPDATE push_jobs SET status = 'completed', finished_at = now() WHERE id = \(job)")
             case "failed":
-                try await seed.run("UPDATE push_deliveries SET status = 'failed', error_code = 'PERMISSION_DENIED' WHERE status = 'pending'")
-                try await seed.run("UPDATE push_jobs SET status = 'failed', finished_at = now(), last_error = 'app wowa: permission denied' WHERE id = \(job)")
+                try await seed.run(
+                    "UPDATE push_deliveries SET status = 'failed', error_code = 'PERMISSION_DENIED' WHERE status = 'pending'")
+                try await seed.run(
+                    "UPDATE push_jobs SET status = 'failed', finished_at = now(), last_error = 'app wowa: permission denied' WHERE id = \(job)"
+                )
             default:
                 #expect(try await JobDirectory(client: seed.client, logger: Logger(label: "t")).cancel(job) == .cancelled)
             }
@@ -221,7 +255,9 @@ struct AuditCommandTests {
         if status == nil { watcher.signal(SIGKILL) }
         #expect(status == (ending == "completed" ? 0 : 1), "\(watcher.log)")
         let progress = watcher.log.split(separator: "\n").filter { $0.hasPrefix("[") }
-        let percents = progress.compactMap { line in line.split(separator: "]").last?.split(separator: "%").first.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+        let percents = progress.compactMap { line in
+            line.split(separator: "]").last?.split(separator: "%").first.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        }
         #expect(percents.count == progress.count && percents.first == 0 && percents.contains(50) && percents.last == 100, "\(watcher.log)")
         #expect(zip(percents, percents.dropFirst()).allSatisfy { $0 <= $1 } && Set(progress).count == progress.count)
         #expect(progress.last?.hasSuffix(" \(ending)") == true && progress.last?.contains("4/4") == true, "\(watcher.log)")
@@ -238,16 +274,22 @@ struct AuditCommandTests {
 
     @Test func watchRefusesAMissingJobAndABadInterval() async throws {
         let (_, scenario, env) = try await setUp()
-        for (arguments, message) in [(["job", "999", "--watch"], "no job 999"),
-                                     (["job", "\(scenario.jobs[0])", "--watch", "--interval", "0"], "--interval must be positive")] {
+        for (arguments, message) in [
+            (["job", "999", "--watch"], "no job 999"),
+            (["job", "\(scenario.jobs[0])", "--watch", "--interval", "0"], "--interval must be positive"),
+        ] {
             let result = try await run(arguments, env)
-            #expect(result.status != 0 && result.stderr.contains(message) && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+            #expect(
+                result.status != 0 && result.stderr.contains(message) && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)"
+            )
         }
     }
 
-    @Test(arguments: [("deliveries", ["--job", "--user", "--app", "--status", "--since", "--limit", "--format", "--database-url", "--log-level"]),
-                      ("devices", ["--app", "--user", "--limit", "--database-url", "--log-level"]),
-                      ("job", ["<id>", "--watch", "--interval", "--database-url", "--log-level"])])
+    @Test(arguments: [
+        ("deliveries", ["--job", "--user", "--app", "--status", "--since", "--limit", "--format", "--database-url", "--log-level"]),
+        ("devices", ["--app", "--user", "--limit", "--database-url", "--log-level"]),
+        ("job", ["<id>", "--watch", "--interval", "--database-url", "--log-level"]),
+    ])
     func helpNamesEveryOption(_ command: String, _ options: [String]) async throws {
         let result = try await pushctl.run([command, "--help"])
         #expect(result.status == 0 && result.stdout.contains("USAGE:"))

@@ -1,10 +1,10 @@
 import DeviceRegistry
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The pieces of scripts/run's demo mode and the README tour: the emulator's generated demo
@@ -56,8 +56,9 @@ struct DemoRunTests {
     @Test(.timeLimit(.minutes(2)))
     func devTokenIsAcceptedByPushAPI() async throws {
         let database = try await TestPostgres.shared.makeDatabase()
-        let added = try await BuiltProduct("pushctl").run(["app", "add", "--code", "demo", "--name", "Demo"],
-                                                         environment: ["DATABASE_URL": database.url])
+        let added = try await BuiltProduct("pushctl").run(
+            ["app", "add", "--code", "demo", "--name", "Demo"],
+            environment: ["DATABASE_URL": database.url])
         #expect(added.status == 0, "\(added.stderr)")
         let appID = try #require(added.stdout.firstMatch(of: /\(id (\d+)\)/).map { String($0.1) })
 
@@ -68,7 +69,8 @@ struct DemoRunTests {
         #expect(parts.count == 3 && token.stdout.hasSuffix("\n") && token.stdout.filter { $0 == "\n" }.count == 1)
         let header = try #require(Self.base64URLDecoded(parts.first.map(String.init) ?? ""))
         #expect(String(decoding: header, as: UTF8.self) == #"{"alg":"HS256","typ":"JWT"}"#)
-        let claims = try #require(try JSONSerialization.jsonObject(with: Self.base64URLDecoded(String(parts[1])) ?? Data()) as? [String: Any])
+        let claims = try #require(
+            try JSONSerialization.jsonObject(with: Self.base64URLDecoded(String(parts[1])) ?? Data()) as? [String: Any])
         #expect(claims["userId"] as? Int == 42)
         #expect(claims["appId"] as? Int == Int(appID))
         let exp = try #require(claims["exp"] as? Double)
@@ -87,8 +89,9 @@ struct DemoRunTests {
         #expect(up, "push-api did not start: \(api.log)")
 
         let body = Data(#"{"token":"dev-token-test-device","platform":"android"}"#.utf8)
-        let registered = try await Self.request(base.appendingPathComponent("push/devices"), method: "POST", body: body,
-                                                bearer: token.stdout.trimmingCharacters(in: .newlines))
+        let registered = try await Self.request(
+            base.appendingPathComponent("push/devices"), method: "POST", body: body,
+            bearer: token.stdout.trimmingCharacters(in: .newlines))
         #expect(registered.status == 201, "\(registered.body)")
         #expect(registered.body.contains(#""token":"dev-token-test-device""#))
         // Its log line carries the logger's metadata (request id, user, app) and its own, and only
@@ -101,14 +104,16 @@ struct DemoRunTests {
 
         // Signed with another secret: refused.
         let forged = try Self.devToken(["42", appID], secret: secret + "-other")
-        let refused = try await Self.request(base.appendingPathComponent("push/devices"), method: "POST", body: body,
-                                             bearer: forged.stdout.trimmingCharacters(in: .newlines))
+        let refused = try await Self.request(
+            base.appendingPathComponent("push/devices"), method: "POST", body: body,
+            bearer: forged.stdout.trimmingCharacters(in: .newlines))
         #expect(refused.status == 401)
 
         // A token whose header carries a forged log line and terminal escapes (refused before any
         // key is tried): its text reaches the log escaped, on the refusal's own line.
         let hostileHeader = #"{"alg":"HS256\n2026-01-01T00:00:00+0000 error push-api: forged=1 \u001b[31mred","typ":"JWT"}"#
-        let hostile = Data(hostileHeader.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+        let hostile =
+            Data(hostileHeader.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "") + ".e30.c2ln"
         let injected = try await Self.request(base.appendingPathComponent("push/devices"), method: "POST", body: body, bearer: hostile)
         #expect(injected.status == 401)
@@ -117,8 +122,11 @@ struct DemoRunTests {
         #expect(!lines.contains { $0.hasPrefix("2026-01-01T00:00:00+0000") || $0.contains("\u{1B}") }, "\(api.log)")
         let refusal = try #require(lines.first { $0.contains("access token refused") && $0.contains("forged") }, "\(api.log)")
         // One quoted value, its newline and escape written out: no second line, no extra field.
-        #expect(refusal.contains(#"push.reason="the access token's algorithm HS256\n2026-01-01T00:00:00+0000 error push-api: forged=1 \u{1b}[31mred is not accepted""#),
-                "\(refusal)")
+        #expect(
+            refusal.contains(
+                #"push.reason="the access token's algorithm HS256\n2026-01-01T00:00:00+0000 error push-api: forged=1 \u{1b}[31mred is not accepted""#
+            ),
+            "\(refusal)")
     }
 
     @Test(arguments: [["42"], ["0", "1"], ["42", "x"], ["42", "1", "0"], ["42", "1", "2", "3"]])
@@ -148,7 +156,8 @@ struct DemoRunTests {
         var environment = ProcessInfo.processInfo.environment
         environment["JWT_SECRET"] = secret
         process.environment = environment
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()

@@ -1,7 +1,7 @@
 import DeviceRegistry
 import Foundation
-import Testing
 import TestSupport
+import Testing
 import WireFormats
 
 /// What `pushctl jobs` and `pushctl job ID` show of a job, against a real database.
@@ -19,7 +19,9 @@ struct JobListingTests {
         return (database, ["DATABASE_URL": database.url])
     }
 
-    func run(_ arguments: [String], _ environment: [String: String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+    func run(_ arguments: [String], _ environment: [String: String], sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> String
+    {
         let result = try await pushctl.run(arguments, environment: environment)
         #expect(result.status == 0, "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
         return result.stdout
@@ -31,7 +33,8 @@ struct JobListingTests {
         let lines = text.split(separator: "\n").map(Array.init)
         guard let header = lines.first else { return [] }
         var starts: [Int] = []
-        for index in header.indices where header[index] != " " && (index == 0 || index >= 2 && header[index - 2] == " " && header[index - 1] == " ") {
+        for index in header.indices
+        where header[index] != " " && (index == 0 || index >= 2 && header[index - 2] == " " && header[index - 1] == " ") {
             starts.append(index)
         }
         func cells(_ line: [Character]) -> [String] {
@@ -49,7 +52,10 @@ struct JobListingTests {
         let (database, env) = try await setUp()
         let ran = try await database.seed { seed in
             let job = try await seed.job(users: [1, 2])
-            for device in try await [seed.value("SELECT min(id) FROM push_devices", as: Int64.self), seed.value("SELECT max(id) FROM push_devices", as: Int64.self)] {
+            for device in try await [
+                seed.value("SELECT min(id) FROM push_devices", as: Int64.self),
+                seed.value("SELECT max(id) FROM push_devices", as: Int64.self),
+            ] {
                 try await seed.delivery(job: job, device: try #require(device), status: .sent)
             }
             try await seed.expanded(job)
@@ -63,13 +69,19 @@ struct JobListingTests {
         #expect(try await run(["cancel", scheduled], env) == "job \(scheduled) cancelled\n")
 
         let detail = try await run(["job", scheduled], env)
-        #expect(detail.contains("job \(scheduled) (app wowa): cancelled") && detail.contains("audience not counted: sent 0, failed 0, skipped 0, pending 0"),
-                "\(detail)")
+        #expect(
+            detail.contains("job \(scheduled) (app wowa): cancelled")
+                && detail.contains("audience not counted: sent 0, failed 0, skipped 0, pending 0"),
+            "\(detail)")
         #expect(try await run(["job", String(ran)], env).contains("audience 2: sent 2, failed 0, skipped 0, pending 0"))
         let rows = Self.table(try await run(["jobs"], env))
         try #require(rows.count == 2, "\(rows)")
-        #expect(rows[0]["ID"] == scheduled && rows[0]["STATUS"] == "cancelled" && rows[0]["AUDIENCE"] == "-" && rows[0]["SENT"] == "0", "\(rows[0])")
-        #expect(rows[1]["ID"] == String(ran) && rows[1]["STATUS"] == "completed" && rows[1]["AUDIENCE"] == "2" && rows[1]["SENT"] == "2", "\(rows[1])")
+        #expect(
+            rows[0]["ID"] == scheduled && rows[0]["STATUS"] == "cancelled" && rows[0]["AUDIENCE"] == "-" && rows[0]["SENT"] == "0",
+            "\(rows[0])")
+        #expect(
+            rows[1]["ID"] == String(ran) && rows[1]["STATUS"] == "completed" && rows[1]["AUDIENCE"] == "2" && rows[1]["SENT"] == "2",
+            "\(rows[1])")
     }
 
     /// A campaign, a dry-run single send, a message without a title, and a title too long for its column.
@@ -86,14 +98,19 @@ struct JobListingTests {
 
         let output = try await run(["jobs"], env)
         let header = try #require(output.split(separator: "\n").first)
-        #expect(header.hasPrefix("ID") && header.contains("  KIND  ") && header.contains("  DRY RUN  ") && header.hasSuffix("  TITLE"), "\(header)")
+        #expect(
+            header.hasPrefix("ID") && header.contains("  KIND  ") && header.contains("  DRY RUN  ") && header.hasSuffix("  TITLE"),
+            "\(header)")
         let rows = Self.table(output)
         try #require(rows.count == 4, "\(output)")
         let shown = rows.map { [$0["ID"], $0["KIND"], $0["DRY RUN"], $0["TITLE"]] }
-        #expect(shown == [[clipped, "campaign", "-", "Very long title Very long tit…"],
-                          [untitled, "single", "-", "-"],
-                          [dryRun, "single", "yes", "Welcome back"],
-                          [campaign, "campaign", "-", "Daily digest"]], "\(output)")
+        #expect(
+            shown == [
+                [clipped, "campaign", "-", "Very long title Very long tit…"],
+                [untitled, "single", "-", "-"],
+                [dryRun, "single", "yes", "Welcome back"],
+                [campaign, "campaign", "-", "Daily digest"],
+            ], "\(output)")
         #expect(output.split(separator: "\n").count == 5, "a title's line break breaks the table: \(output)")
 
         let detail = try await run(["job", dryRun], env)

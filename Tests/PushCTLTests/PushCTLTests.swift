@@ -1,7 +1,7 @@
 import DeviceRegistry
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// pushctl as operators and cron run it: a subprocess against a real database.
 @Suite("pushctl")
@@ -35,7 +35,8 @@ struct PushCTLTests {
         let env = ["DATABASE_URL": database.url]
         let account = try ServiceAccountFile.make(projectID: "wowa-prod")
 
-        let added = try await pushctl.run(["app", "add", "--code", "wowa", "--name", "Wowa", "--service-account", account.path], environment: env)
+        let added = try await pushctl.run(
+            ["app", "add", "--code", "wowa", "--name", "Wowa", "--service-account", account.path], environment: env)
         #expect(added.status == 0, "\(added.stderr)")
         #expect(added.stdout.contains("app wowa added"))
         #expect(added.stdout.contains(account.clientEmail))
@@ -56,7 +57,9 @@ struct PushCTLTests {
         // The key itself is stored as given, for the worker.
         let stored = try await database.withClient { client in
             var key = ""
-            for try await value in try await client.query("SELECT fcm_private_key FROM apps WHERE code = 'beta'").decode(String.self) { key = value }
+            for try await value in try await client.query("SELECT fcm_private_key FROM apps WHERE code = 'beta'").decode(String.self) {
+                key = value
+            }
             return key
         }
         #expect(stored == rotated.privateKeyPEM)
@@ -75,18 +78,38 @@ struct PushCTLTests {
         let cases: [([String], [String: String], String)] = [
             (["app", "add", "--code", "wowa", "--name", "Again"], env, "an app with code 'wowa' already exists"),
             (["app", "add", "--code", "Bad Code", "--name", "X"], env, "app code 'Bad Code' must be"),
-            (["app", "add", "--code", "x", "--name", "X", "--service-account", "/nonexistent.json"], env, "cannot read the service account file /nonexistent.json"),
+            (
+                ["app", "add", "--code", "x", "--name", "X", "--service-account", "/nonexistent.json"], env,
+                "cannot read the service account file /nonexistent.json"
+            ),
             (["app", "set-credentials", "--code", "wowa", "--service-account", garbage], env, "lacks 'project_id'"),
-            (["app", "add", "--code", "x", "--name", "X", "--service-account", broken], env,
-             "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"),
-            (["app", "set-credentials", "--code", "wowa", "--service-account", broken], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"],
-             "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"),
-            (["app", "set-credentials", "--code", "nope", "--service-account", try ServiceAccountFile.make().path], env, "no app with code 'nope'"),
+            (
+                ["app", "add", "--code", "x", "--name", "X", "--service-account", broken], env,
+                "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"
+            ),
+            (
+                ["app", "set-credentials", "--code", "wowa", "--service-account", broken],
+                ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"],
+                "pushctl: --service-account \(broken) is not valid JSON: unexpected '}' at line 3, column 1\n"
+            ),
+            (
+                ["app", "set-credentials", "--code", "nope", "--service-account", try ServiceAccountFile.make().path], env,
+                "no app with code 'nope'"
+            ),
             (["app", "list"], [:], "DATABASE_URL is not set"),
-            (["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database: connection refused at 127.0.0.1:1"),
+            (
+                ["app", "list"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"],
+                "cannot reach the database: connection refused at 127.0.0.1:1"
+            ),
             (["app", "list"], ["DATABASE_URL": "mysql://nope"], "DATABASE_URL: expected postgres://"),
-            (["app", "add", "--code", "loud", "--name", "Loud", "--log-level", "loud"], env, "LOG_LEVEL: 'loud' is not one of trace, debug"),
-            (["app", "add", "--code", "verbose", "--name", "Verbose"], env.merging(["LOG_LEVEL": "verbose"]) { $1 }, "LOG_LEVEL: 'verbose' is not one of"),
+            (
+                ["app", "add", "--code", "loud", "--name", "Loud", "--log-level", "loud"], env,
+                "LOG_LEVEL: 'loud' is not one of trace, debug"
+            ),
+            (
+                ["app", "add", "--code", "verbose", "--name", "Verbose"], env.merging(["LOG_LEVEL": "verbose"]) { $1 },
+                "LOG_LEVEL: 'verbose' is not one of"
+            ),
         ]
         for (arguments, environment, message) in cases {
             let result = try await pushctl.run(arguments, environment: environment)
@@ -107,7 +130,8 @@ struct PushCTLTests {
         let env = ["DATABASE_URL": database.url]
         for code in ["wowa", "beta"] { _ = try await pushctl.run(["app", "add", "--code", code, "--name", code], environment: env) }
         func rates() async throws -> String {
-            try await database.text("SELECT string_agg(code || ':' || COALESCE(max_sends_per_second::text, '-'), ',' ORDER BY code) FROM apps")
+            try await database.text(
+                "SELECT string_agg(code || ':' || COALESCE(max_sends_per_second::text, '-'), ',' ORDER BY code) FROM apps")
         }
         func listed() async throws -> [String: String] {
             let list = try await pushctl.run(["app", "list"], environment: env)
@@ -135,7 +159,10 @@ struct PushCTLTests {
             (["--code", "beta", "--per-second", "-5"], "--per-second must be a positive whole number of sends per second, not -5"),
             (["--code", "beta", "--per-second=-5"], "--per-second must be a positive whole number of sends per second, not -5"),
             (["--code", "beta", "--per-second", "2.5"], "The value '2.5' is invalid for '--per-second <per-second>'"),
-            (["--code", "beta", "--per-second", "99999999999"], "pushctl: the send rate must be 1 to 2147483647 sends per second, not 99999999999"),
+            (
+                ["--code", "beta", "--per-second", "99999999999"],
+                "pushctl: the send rate must be 1 to 2147483647 sends per second, not 99999999999"
+            ),
             (["--code", "beta"], "give --per-second N, or --unlimited"),
             (["--code", "beta", "--per-second", "5", "--unlimited"], "give --per-second or --unlimited, not both"),
         ]
@@ -146,8 +173,10 @@ struct PushCTLTests {
         #expect(try await rates() == "beta:7,wowa:-")
     }
 
-    @Test(arguments: [["--help"], ["migrate", "--help"], ["app", "--help"], ["app", "add", "--help"], ["app", "set-credentials", "--help"],
-                      ["app", "set-rate", "--help"], ["app", "list", "--help"]])
+    @Test(arguments: [
+        ["--help"], ["migrate", "--help"], ["app", "--help"], ["app", "add", "--help"], ["app", "set-credentials", "--help"],
+        ["app", "set-rate", "--help"], ["app", "list", "--help"],
+    ])
     func everyCommandHasHelp(_ arguments: [String]) async throws {
         let result = try await pushctl.run(arguments)
         #expect(result.status == 0)

@@ -2,8 +2,8 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 /// pushctl send/campaign/jobs/job/cancel/prune, as operators and cron run them.
 @Suite("pushctl sending and jobs")
@@ -13,7 +13,9 @@ struct SendCommandTests {
     func setUp() async throws -> (TestDatabase, [String: String]) {
         let database = try await TestPostgres.shared.makeDatabase()
         try await database.withClient { client in
-            let app = try await AppDirectory(client: client, logger: Logger(label: "t")).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
+            let app = try await AppDirectory(client: client, logger: Logger(label: "t")).add(
+                code: "wowa", name: "Wowa", serviceAccount: nil
+            ).id
             for user in 1...3 {
                 _ = try await DeviceDirectory(client: client).register(
                     DeviceRegistration(token: "tok-\(user)", platform: user == 3 ? "ios" : "android", deviceID: nil, tokenType: nil),
@@ -32,25 +34,36 @@ struct SendCommandTests {
 
     @Test func cronCampaignWithAnIdempotencyKeySendsOnce() async throws {
         let (database, env) = try await setUp()
-        let arguments = ["campaign", "--app", "wowa", "--title", "Daily digest", "--data", "kind=digest",
-                         "--idempotency-key", "daily-digest-2026-11-21", "--platform", "android"]
+        let arguments = [
+            "campaign", "--app", "wowa", "--title", "Daily digest", "--data", "kind=digest",
+            "--idempotency-key", "daily-digest-2026-11-21", "--platform", "android",
+        ]
         let first = try await pushctl.run(arguments, environment: env)
         let second = try await pushctl.run(arguments, environment: env)
         #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
         let id = first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(Int64(id) != nil && second.stdout == first.stdout)
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "1")
-        #expect(try await scalar(database, "SELECT message::text FROM push_jobs") == #"{"data": {"kind": "digest"}, "notification": {"title": "Daily digest"}}"#)
+        #expect(
+            try await scalar(database, "SELECT message::text FROM push_jobs")
+                == #"{"data": {"kind": "digest"}, "notification": {"title": "Daily digest"}}"#)
         #expect(try await scalar(database, "SELECT array_to_string(platforms, ',') FROM push_jobs") == "android")
     }
 
     @Test func sendToUsersScheduledAndDryRun() async throws {
         let (database, env) = try await setUp()
-        let sent = try await pushctl.run(["send", "--app", "wowa", "--user", "1", "--user", "2", "--message", #"{"notification":{"title":"Hi"}}"#,
-                                          "--at", "2030-01-01T09:00:00Z", "--dry-run"], environment: env)
+        let sent = try await pushctl.run(
+            [
+                "send", "--app", "wowa", "--user", "1", "--user", "2", "--message", #"{"notification":{"title":"Hi"}}"#,
+                "--at", "2030-01-01T09:00:00Z", "--dry-run",
+            ], environment: env)
         #expect(sent.status == 0, "\(sent.stderr)")
         let id = sent.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(try await scalar(database, "SELECT array_to_string(user_ids, ',') || ' ' || validate_only::text || ' ' || to_char(send_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') FROM push_jobs WHERE id = \(Int64(id)!)")
+        #expect(
+            try await scalar(
+                database,
+                "SELECT array_to_string(user_ids, ',') || ' ' || validate_only::text || ' ' || to_char(send_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') FROM push_jobs WHERE id = \(Int64(id)!)"
+            )
                 == "1,2 true 2030-01-01 09:00")
         let listing = try await pushctl.run(["jobs"], environment: env)
         #expect(listing.status == 0 && listing.stdout.contains("queued") && listing.stdout.contains("wowa"))
@@ -62,7 +75,8 @@ struct SendCommandTests {
 
     @Test func cancelStopsAJobAndSkipsItsPendingDeliveries() async throws {
         let (database, env) = try await setUp()
-        let id = try await pushctl.run(["campaign", "--app", "wowa", "--body", "x"], environment: env).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let id = try await pushctl.run(["campaign", "--app", "wowa", "--body", "x"], environment: env).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
         // What a worker's audience expansion would have written.
         try await database.withClient { client in
             _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(Int64(id)!)")
@@ -71,7 +85,9 @@ struct SendCommandTests {
         }
         let cancelled = try await pushctl.run(["cancel", id], environment: env)
         #expect(cancelled.status == 0 && cancelled.stdout.contains("job \(id) cancelled"), "\(cancelled.stderr)")
-        #expect(try await scalar(database, "SELECT string_agg(status || ':' || COALESCE(error_code, '-'), ',' ORDER BY device_id) FROM push_deliveries")
+        #expect(
+            try await scalar(
+                database, "SELECT string_agg(status || ':' || COALESCE(error_code, '-'), ',' ORDER BY device_id) FROM push_deliveries")
                 == "sent:-,skipped:CANCELLED,skipped:CANCELLED")
         let again = try await pushctl.run(["cancel", id], environment: env)
         #expect(again.status != 0 && again.stderr.contains("job \(id) is already cancelled"))
@@ -82,14 +98,18 @@ struct SendCommandTests {
     @Test func pruneDeactivatesIdleDevicesOnlyWhenNotADryRun() async throws {
         let (database, env) = try await setUp()
         try await database.withClient { client in
-            _ = try await client.query("UPDATE push_devices SET last_used_at = now() - interval '300 days' WHERE token IN ('tok-1', 'tok-2')")
+            _ = try await client.query(
+                "UPDATE push_devices SET last_used_at = now() - interval '300 days' WHERE token IN ('tok-1', 'tok-2')")
         }
         let dry = try await pushctl.run(["prune", "--dry-run"], environment: env)
         #expect(dry.stdout.contains("would deactivate 2 devices idle for over 270 days"), "\(dry.stdout)\(dry.stderr)")
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_devices WHERE is_active") == "3")
         let real = try await pushctl.run(["prune", "--idle-days", "270"], environment: env)
         #expect(real.stdout.contains("wowa: 2") && real.stdout.contains("deactivated 2 devices"))
-        #expect(try await scalar(database, "SELECT string_agg(token || ':' || COALESCE(deactivation_reason, 'active'), ',' ORDER BY token) FROM push_devices")
+        #expect(
+            try await scalar(
+                database, "SELECT string_agg(token || ':' || COALESCE(deactivation_reason, 'active'), ',' ORDER BY token) FROM push_devices"
+            )
                 == "tok-1:stale,tok-2:stale,tok-3:active")
     }
 
@@ -105,7 +125,10 @@ struct SendCommandTests {
             (["send", "--app", "wowa", "--title", "x"], env, "name at least one --user"),
             (["job", "999"], env, "no job 999"),
             (["cancel", "999"], env, "no job 999"),
-            (["campaign", "--app", "wowa", "--title", "x"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"], "cannot reach the database"),
+            (
+                ["campaign", "--app", "wowa", "--title", "x"], ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"],
+                "cannot reach the database"
+            ),
         ]
         for (arguments, environment, message) in cases {
             let result = try await pushctl.run(arguments, environment: environment)
@@ -122,12 +145,18 @@ struct SendCommandTests {
         let (database, env) = try await setUp()
         let unreachable = ["DATABASE_URL": "postgres://u@127.0.0.1:1/x?sslmode=disable"]
         let cases: [([String], [String: String], String)] = [
-            (["send", "--app", "wowa", "--user", "1", "--message", #"{"notification":{"title":"Hi"}"#], env,
-             "--message is not valid JSON: it ends too early, at line 1, column 31"),
-            (["campaign", "--app", "wowa", "--message", #"{"data":{"k":"v",}}"#], env,
-             "--message is not valid JSON: unexpected '}' at line 1, column 18"),
-            (["campaign", "--app", "wowa", "--message", "{'notification':{}}"], unreachable,
-             "--message is not valid JSON: unexpected ''' at line 1, column 2"),
+            (
+                ["send", "--app", "wowa", "--user", "1", "--message", #"{"notification":{"title":"Hi"}"#], env,
+                "--message is not valid JSON: it ends too early, at line 1, column 31"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--message", #"{"data":{"k":"v",}}"#], env,
+                "--message is not valid JSON: unexpected '}' at line 1, column 18"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--message", "{'notification':{}}"], unreachable,
+                "--message is not valid JSON: unexpected ''' at line 1, column 2"
+            ),
         ]
         for (arguments, environment, message) in cases {
             let result = try await pushctl.run(arguments, environment: environment)
@@ -161,20 +190,28 @@ struct SendCommandTests {
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "8")
         let listing = try await pushctl.run(["jobs"], environment: env)
         let header = try #require(listing.stdout.split(separator: "\n").first)
-        #expect(header.split(separator: " ", omittingEmptySubsequences: true).prefix(7) == ["ID", "APP", "KIND", "STATUS", "DRY", "RUN", "PRIORITY"], "\(listing.stdout)")
+        #expect(
+            header.split(separator: " ", omittingEmptySubsequences: true).prefix(7) == [
+                "ID", "APP", "KIND", "STATUS", "DRY", "RUN", "PRIORITY",
+            ], "\(listing.stdout)")
     }
 
     @Test(arguments: [("3600", 3600), ("90s", 90), ("15m", 900), ("2h", 7200), ("1d", 86_400)])
     func ttlIsSecondsOrAUnitAndCountsFromTheSendTime(_ ttl: String, _ seconds: Int) async throws {
         let (database, env) = try await setUp()
         let id = try await run(["campaign", "--app", "wowa", "--title", "x", "--at", "2030-01-01T09:00:00Z", "--ttl", ttl], env)
-        #expect(try await scalar(database, "SELECT extract(epoch FROM expires_at - send_at)::int::text FROM push_jobs WHERE id = \(id)") == String(seconds))
+        #expect(
+            try await scalar(database, "SELECT extract(epoch FROM expires_at - send_at)::int::text FROM push_jobs WHERE id = \(id)")
+                == String(seconds))
     }
 
     @Test func expiresAtIsStoredAndJobsShowPriorityExpiryAndExpiredCounts() async throws {
         let (database, env) = try await setUp()
-        let lasting = try await run(["campaign", "--app", "wowa", "--title", "x", "--priority", "normal", "--expires-at", "2030-01-01T10:00:00+01:00"], env)
-        #expect(try await scalar(database, "SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') FROM push_jobs WHERE id = \(lasting)")
+        let lasting = try await run(
+            ["campaign", "--app", "wowa", "--title", "x", "--priority", "normal", "--expires-at", "2030-01-01T10:00:00+01:00"], env)
+        #expect(
+            try await scalar(
+                database, "SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') FROM push_jobs WHERE id = \(lasting)")
                 == "2030-01-01 09:00")
         let expiring = try await run(["send", "--app", "wowa", "--user", "1", "--user", "2", "--title", "x", "--ttl", "1"], env)
         let plain = try await run(["send", "--app", "wowa", "--user", "3", "--title", "x"], env)
@@ -187,34 +224,55 @@ struct SendCommandTests {
         #expect(detail.stdout.contains(", expires at 20") && detail.stdout.contains(", finished 20"), "\(detail.stdout)")
         #expect(detail.stdout.contains("audience 2: sent 0, failed 0, skipped 2 (2 expired), pending 0"), "\(detail.stdout)")
         let other = try await pushctl.run(["job", String(lasting)], environment: env)
-        #expect(other.stdout.contains("queued, priority normal") && other.stdout.contains("expires at 2030-01-01T09:00:00.000Z")
+        #expect(
+            other.stdout.contains("queued, priority normal") && other.stdout.contains("expires at 2030-01-01T09:00:00.000Z")
                 && other.stdout.contains("skipped 0 (0 expired), pending 3"), "\(other.stdout)")
         let never = try await pushctl.run(["job", String(plain)], environment: env)
-        #expect(!never.stdout.contains("expire") && never.stdout.contains("audience 1: sent 0, failed 0, skipped 0, pending 1"), "\(never.stdout)")
+        #expect(
+            !never.stdout.contains("expire") && never.stdout.contains("audience 1: sent 0, failed 0, skipped 0, pending 1"),
+            "\(never.stdout)")
 
         let listing = try await pushctl.run(["jobs"], environment: env)
         let rows = JobListingTests.table(listing.stdout)
         try #require(rows.count == 3, "\(listing.stdout)")
-        #expect(rows[0]["ID"] == String(plain) && rows[0]["PRIORITY"] == "high" && rows[0]["EXPIRES AT"] == "-" && rows[0]["EXPIRED"] == "0")
+        #expect(
+            rows[0]["ID"] == String(plain) && rows[0]["PRIORITY"] == "high" && rows[0]["EXPIRES AT"] == "-" && rows[0]["EXPIRED"] == "0")
         #expect(rows[1]["ID"] == String(expiring) && rows[1]["STATUS"] == "completed", "\(rows[1])")
-        #expect(["AUDIENCE", "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING"].map { rows[1][$0] } == ["2", "0", "0", "2", "2", "0"], "\(rows[1])")
+        #expect(
+            ["AUDIENCE", "SENT", "FAILED", "SKIPPED", "EXPIRED", "PENDING"].map { rows[1][$0] } == ["2", "0", "0", "2", "2", "0"],
+            "\(rows[1])")
         #expect(rows[2]["ID"] == String(lasting) && rows[2]["PRIORITY"] == "normal" && rows[2]["EXPIRES AT"] == "2030-01-01T09:00:00.000Z")
     }
 
     @Test func badPriorityOrExpiryIsRefusedClearlyAndQueuesNothing() async throws {
         let (database, env) = try await setUp()
         let cases: [([String], String)] = [
-            (["send", "--app", "wowa", "--user", "1", "--title", "x", "--priority", "urgent"],
-             "The value 'urgent' is invalid for '--priority <priority>'. Please provide one of 'high', 'normal' or 'bulk'."),
+            (
+                ["send", "--app", "wowa", "--user", "1", "--title", "x", "--priority", "urgent"],
+                "The value 'urgent' is invalid for '--priority <priority>'. Please provide one of 'high', 'normal' or 'bulk'."
+            ),
             (["campaign", "--app", "wowa", "--title", "x", "--priority", "HIGH"], "Please provide one of 'high', 'normal' or 'bulk'"),
-            (["campaign", "--app", "wowa", "--title", "x", "--expires-at", "2020-01-01T00:00:00Z"], "pushctl: --expires-at: expires_at 2020-01-01"),
-            (["campaign", "--app", "wowa", "--title", "x", "--at", "2030-01-01T10:00:00Z", "--expires-at", "2030-01-01T09:00:00Z"],
-             "is not after send_at"),
-            (["campaign", "--app", "wowa", "--title", "x", "--at", "2020-01-01T10:00:00Z", "--ttl", "60"], "pushctl: --ttl: expires_at 2020-01-01"),
+            (
+                ["campaign", "--app", "wowa", "--title", "x", "--expires-at", "2020-01-01T00:00:00Z"],
+                "pushctl: --expires-at: expires_at 2020-01-01"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--title", "x", "--at", "2030-01-01T10:00:00Z", "--expires-at", "2030-01-01T09:00:00Z"],
+                "is not after send_at"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--title", "x", "--at", "2020-01-01T10:00:00Z", "--ttl", "60"],
+                "pushctl: --ttl: expires_at 2020-01-01"
+            ),
             (["campaign", "--app", "wowa", "--title", "x", "--expires-at", "tomorrow"], "--expires-at 'tomorrow' is not an ISO 8601 time"),
-            (["send", "--app", "wowa", "--user", "1", "--title", "x", "--expires-at", "2030-01-01T00:00:00Z", "--ttl", "60"],
-             "give --expires-at or --ttl, not both"),
-            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "0"], "expected a positive whole number of seconds, or of s, m, h or d"),
+            (
+                ["send", "--app", "wowa", "--user", "1", "--title", "x", "--expires-at", "2030-01-01T00:00:00Z", "--ttl", "60"],
+                "give --expires-at or --ttl, not both"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--title", "x", "--ttl", "0"],
+                "expected a positive whole number of seconds, or of s, m, h or d"
+            ),
             (["campaign", "--app", "wowa", "--title", "x", "--ttl", "-5"], "expected a positive whole number of seconds"),
             (["campaign", "--app", "wowa", "--title", "x", "--ttl", "5x"], "expected a positive whole number of seconds"),
             (["campaign", "--app", "wowa", "--title", "x", "--ttl", "1.5h"], "expected a positive whole number of seconds"),

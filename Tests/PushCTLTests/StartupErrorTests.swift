@@ -1,8 +1,9 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A misconfigured program says what is wrong in one line and exits non-zero, never a stack trace.
@@ -11,18 +12,40 @@ struct StartupErrorTests {
     @Test(arguments: [
         ("push-api", [String: String](), "push-api: DATABASE_URL is required"),
         ("push-api", ["DATABASE_URL": "postgres://u@127.0.0.1/db"], "push-api: no JWT key configured"),
-        ("push-api", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "JWT_SECRET": "too-short"], "push-api: JWT_SECRET is 9 bytes; HS256 needs at least 32"),
-        ("push-api", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "JWT_PUBLIC_KEY_FILE": "/nonexistent.pem"], "push-api: JWT_PUBLIC_KEY_FILE: /nonexistent.pem cannot be read"),
-        ("push-api", ["DATABASE_URL": "mysql://x", "JWT_SECRET": String(repeating: "s", count: 32)], "push-api: DATABASE_URL: expected postgres://"),
+        (
+            "push-api", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "JWT_SECRET": "too-short"],
+            "push-api: JWT_SECRET is 9 bytes; HS256 needs at least 32"
+        ),
+        (
+            "push-api", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "JWT_PUBLIC_KEY_FILE": "/nonexistent.pem"],
+            "push-api: JWT_PUBLIC_KEY_FILE: /nonexistent.pem cannot be read"
+        ),
+        (
+            "push-api", ["DATABASE_URL": "mysql://x", "JWT_SECRET": String(repeating: "s", count: 32)],
+            "push-api: DATABASE_URL: expected postgres://"
+        ),
         ("push-worker", [:], "push-worker: DATABASE_URL is required"),
-        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "WORKER_CONCURRENCY": "lots"], "push-worker: WORKER_CONCURRENCY: 'lots' is not an integer"),
-        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "fcm.googleapis.com"], "push-worker: FCM_BASE_URL: 'fcm.googleapis.com' is not an https URL"),
-        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "http://127.0.0.1:8443"], "push-worker: FCM_BASE_URL: 'http://127.0.0.1:8443' is not an https URL"),
-        ("push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "PUSH_CA_FILE": "/nonexistent.pem"], "push-worker: PUSH_CA_FILE: /nonexistent.pem cannot be read"),
+        (
+            "push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "WORKER_CONCURRENCY": "lots"],
+            "push-worker: WORKER_CONCURRENCY: 'lots' is not an integer"
+        ),
+        (
+            "push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "fcm.googleapis.com"],
+            "push-worker: FCM_BASE_URL: 'fcm.googleapis.com' is not an https URL"
+        ),
+        (
+            "push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "FCM_BASE_URL": "http://127.0.0.1:8443"],
+            "push-worker: FCM_BASE_URL: 'http://127.0.0.1:8443' is not an https URL"
+        ),
+        (
+            "push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "PUSH_CA_FILE": "/nonexistent.pem"],
+            "push-worker: PUSH_CA_FILE: /nonexistent.pem cannot be read"
+        ),
     ])
     func oneClearLine(product: String, environment: [String: String], message: String) async throws {
         // An empty JWT_SECRET counts as unset: a secret in the test runner's own environment must not leak in.
-        let result = try await BuiltProduct(product).run([], environment: environment.merging(["JWT_SECRET": environment["JWT_SECRET"] ?? ""]) { $1 })
+        let result = try await BuiltProduct(product).run(
+            [], environment: environment.merging(["JWT_SECRET": environment["JWT_SECRET"] ?? ""]) { $1 })
         #expect(result.status != 0)
         #expect(result.stderr.hasPrefix(message), "\(result.stderr)")
         #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
@@ -60,7 +83,8 @@ struct StartupErrorTests {
         var url = try #require(URLComponents(string: database.url))
         (url.user, url.password) = ("no_such_role", nil)
         let (result, took) = try await Self.start("pushctl", databaseURL: try #require(url.string))
-        #expect(result.stderr.hasPrefix("pushctl: cannot reach the database at \(url.host ?? ""):\(url.port ?? 5432): ")
+        #expect(
+            result.stderr.hasPrefix("pushctl: cannot reach the database at \(url.host ?? ""):\(url.port ?? 5432): ")
                 && result.stderr.hasSuffix("role \"no_such_role\" does not exist\n"), "\(result.stderr)")
         #expect(took < .seconds(2), "\(took)")
     }

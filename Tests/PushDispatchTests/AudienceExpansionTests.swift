@@ -2,9 +2,10 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
-@testable import PushDispatch
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushDispatch
 
 /// Audiences are expanded as they are sent: the next devices become chunks leased to the worker
 /// that sends them, each device's row is written once with its result, and the parts not expanded
@@ -19,7 +20,8 @@ struct AudienceExpansionTests {
             var before = try await summary()
             #expect((before.audience, before.pending, before.sent) == (298, 298, 0))
 
-            let audience = try #require(try await Self.queue(client, "a").unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
+            let audience = try #require(
+                try await Self.queue(client, "a").unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).first)
             #expect(audience.job == job && audience.app == app && audience.users == nil && audience.platforms == nil)
             // Three workers expand the same job concurrently, 64 at a time, until it is complete.
             let claims = try await withThrowingTaskGroup(of: (String, [DeliveryQueue.Claimed]).self) { group in
@@ -42,7 +44,9 @@ struct AudienceExpansionTests {
             // Each device is in a chunk leased to the worker that got it, for the lease's length;
             // no delivery row exists before a result.
             for (worker, mine) in claims where !mine.isEmpty {
-                let leased = try await count(client, """
+                let leased = try await count(
+                    client,
+                    """
                     SELECT count(*)::int FROM push_job_chunks c CROSS JOIN LATERAL unnest(c.device_ids) AS dev(id)
                      WHERE dev.id = ANY(\(mine.map(\.deviceID))) AND c.job_id = \(job) AND c.lease_owner = \(worker)
                        AND c.lease_until > now() + interval '20 seconds'
@@ -51,7 +55,9 @@ struct AudienceExpansionTests {
             }
             #expect(try await count(client, "SELECT max(cardinality(device_ids))::int FROM push_job_chunks") == DeliveryQueue.chunkSize)
             #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries") == 0)
-            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs WHERE id = \(job) AND status = 'running' AND audience_complete") == 1)
+            #expect(
+                try await count(
+                    client, "SELECT count(*)::int FROM push_jobs WHERE id = \(job) AND status = 'running' AND audience_complete") == 1)
             #expect(try await Self.queue(client, "a").unexpandedJobs(excludingApps: [], excludingJobs: [], limit: 10).isEmpty)
             // Leased chunks are in flight: nobody takes them over before the lease runs out.
             #expect(try await Self.queue(client, "d").claim(limit: 500, excludingApps: []).isEmpty)
@@ -92,14 +98,16 @@ struct AudienceExpansionTests {
         let database = try await TestPostgres.shared.makeDatabase()
         try await database.withClient { client in
             let (_, job) = try await Self.campaign(client, devices: 100, inactive: [])
-            let crashed = Self.queue(client, "crashed"), next = Self.queue(client, "next")
+            let crashed = Self.queue(client, "crashed")
+            let next = Self.queue(client, "next")
             let expanded = try await crashed.expandOldestJob(limit: 101)
             #expect(expanded.claimed.count == 100 && expanded.complete)
             let chunks = Set(expanded.claimed.map(\.lease))
             #expect(chunks.count == 2)
             _ = try await crashed.write(.init(results: DeliveryQueue.Result.sent(expanded.claimed.prefix(10))))
             try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
-            try await client.query("""
+            try await client.query(
+                """
                 UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'logout'
                  WHERE id = \(expanded.claimed[50].deviceID)
                 """)
@@ -118,7 +126,8 @@ struct AudienceExpansionTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_owner = 'next'") == 2)
 
             // The crashed worker comes back and writes what it had sent, and "finishes" its chunks.
-            _ = try await crashed.write(.init(results: DeliveryQueue.Result.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID))))
+            _ = try await crashed.write(
+                .init(results: DeliveryQueue.Result.sent(expanded.claimed[10..<20]), finishedChunks: Array(chunks.compactMap(\.chunkID))))
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 2)
             // Devices 10..<20 have their rows now: this write conflicts, and is written again keeping them.
             _ = try await next.write(.init(results: DeliveryQueue.Result.sent(taken), finishedChunks: Array(chunks.compactMap(\.chunkID))))
@@ -143,10 +152,13 @@ struct AudienceExpansionTests {
             let expired = try #require(expanded.claimed.first?.lease.chunkID)
             try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second' WHERE id = \(expired)")
             #expect(try await JobDirectory(client: client, logger: workerLogger).cancel(job) == .cancelled)
-            #expect(try await count(client, """
-                SELECT count(*)::int FROM push_deliveries
-                 WHERE job_id = \(job) AND status = 'skipped' AND error_code = 'CANCELLED'
-                """) == 64)
+            #expect(
+                try await count(
+                    client,
+                    """
+                    SELECT count(*)::int FROM push_deliveries
+                     WHERE job_id = \(job) AND status = 'skipped' AND error_code = 'CANCELLED'
+                    """) == 64)
             var summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
             #expect((summary.audience, summary.skipped, summary.pending) == (100, 64, 36))
 
@@ -155,8 +167,9 @@ struct AudienceExpansionTests {
             let taken = try await Self.queue(client, "b").takeOverChunks(room: 64, excludingApps: [])
             #expect(taken.claimed.count == 36 && taken.claimed.allSatisfy { !$0.jobRunning })
             let ended = taken.claimed.map {
-                DeliveryQueue.Result($0, status: .pending, errorCode: .jobEnded, errorMessage: nil, messageID: nil, attempted: false,
-                                     nextAttempt: Date())
+                DeliveryQueue.Result(
+                    $0, status: .pending, errorCode: .jobEnded, errorMessage: nil, messageID: nil, attempted: false,
+                    nextAttempt: Date())
             }
             let chunk = try #require(taken.claimed.first?.lease.chunkID)
             _ = try await Self.queue(client, "b").write(.init(results: ended, finishedChunks: [chunk]))
@@ -169,14 +182,16 @@ struct AudienceExpansionTests {
     /// campaign to them.
     private static func campaign(_ client: PostgresClient, devices: Int, inactive: [Int]) async throws -> (app: Int64, job: Int64) {
         let app = try await AppDirectory(client: client, logger: workerLogger).add(code: "wowa", name: "wowa", serviceAccount: nil).id
-        try await client.query("""
+        try await client.query(
+            """
             INSERT INTO push_devices (user_id, app_id, token, platform, is_active, deactivated_at, deactivation_reason)
             SELECT g, \(app), 'expand-' || g, 'android', NOT (g = ANY(\(inactive))),
                    CASE WHEN g = ANY(\(inactive)) THEN now() END, CASE WHEN g = ANY(\(inactive)) THEN 'logout' END
               FROM generate_series(1, \(devices)) g
             """)
         let job = try await JobDirectory(client: client, logger: workerLogger).enqueue(
-            appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil, sendAt: nil, dryRun: false)
+            appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil, sendAt: nil,
+            dryRun: false)
         return (app, job)
     }
 

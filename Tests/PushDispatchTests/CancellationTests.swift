@@ -3,8 +3,8 @@ import FCMEmulator
 import Foundation
 import PostgresNIO
 import PushDispatch
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Cancelling and scheduling jobs")
 struct CancellationTests {
@@ -13,7 +13,8 @@ struct CancellationTests {
             fixture.emulator.script(tokenPrefix: "cancel-dev-", .slow(.milliseconds(200)))
             _ = try await fixture.sql { client in
                 try await client.query(
-                    "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(fixture.appID), 'cancel-dev-' || g, 'ios' FROM generate_series(1, 300) g")
+                    "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(fixture.appID), 'cancel-dev-' || g, 'ios' FROM generate_series(1, 300) g"
+                )
             }
             let job = try await fixture.campaign()
             var configuration = fixture.configuration

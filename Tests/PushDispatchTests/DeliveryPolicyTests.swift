@@ -13,7 +13,9 @@ struct DeliveryPolicyTests {
         account: ServiceAccount(projectID: "p", clientEmail: "e", privateKeyPEM: "k", privateKeyID: nil), projectProven: true)
 
     private static func claimed(attempts: Int, device: Int64 = 1) -> DeliveryQueue.Claimed {
-        .init(lease: .row(device), jobID: 1, attempts: attempts, deviceID: device, token: "t", tokenType: .fcm, deviceActive: true, jobRunning: true)
+        .init(
+            lease: .row(device), jobID: 1, attempts: attempts, deviceID: device, token: "t", tokenType: .fcm, deviceActive: true,
+            jobRunning: true)
     }
 
     private static let unprovenJob = DeliveryQueue.Job(
@@ -77,14 +79,16 @@ struct DeliveryPolicyTests {
         var policy = DeliveryPolicy(maxAttempts: 5)
         let now = Date()
         for (retryAfter, expected) in [(0, 0.0), (7, 7), (86_400, 3600)] {
-            let decision = policy.decide(.transient(errorCode: .quotaExceeded, message: "m", retryAfter: .seconds(retryAfter), quota: true),
-                                         for: Self.claimed(attempts: 0), job: Self.job, now: now)
+            let decision = policy.decide(
+                .transient(errorCode: .quotaExceeded, message: "m", retryAfter: .seconds(retryAfter), quota: true),
+                for: Self.claimed(attempts: 0), job: Self.job, now: now)
             #expect(decision.result.status == .pending)
             #expect(abs(decision.result.nextAttempt.timeIntervalSince(now) - expected) < 0.001)
             #expect(decision.pauseApp.map(Self.seconds) == expected)
         }
-        let last = policy.decide(.transient(errorCode: .unavailable, message: "m", retryAfter: nil, quota: false),
-                                 for: Self.claimed(attempts: 4), job: Self.job, now: now)
+        let last = policy.decide(
+            .transient(errorCode: .unavailable, message: "m", retryAfter: nil, quota: false),
+            for: Self.claimed(attempts: 4), job: Self.job, now: now)
         #expect(last.result.status == .failed && last.result.errorCode == .unavailable, "the fifth attempt is the last")
     }
 }

@@ -9,22 +9,27 @@ import Testing
 struct DispatchStateMachineTests {
     static let account = ServiceAccount(projectID: "p", clientEmail: "e", privateKeyPEM: "k", privateKeyID: nil)
     static func job(_ id: Int64 = 1, account: ServiceAccount? = account) -> DeliveryQueue.Job {
-        .init(id: id, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false), account: account,
-              projectProven: true)
+        .init(
+            id: id, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false), account: account,
+            projectProven: true)
     }
 
-    static func delivery(_ device: Int64, job: Int64 = 1, chunk: Int64? = nil, active: Bool = true, running: Bool = true,
-                         attempts: Int = 0) -> DeliveryQueue.Claimed {
-        .init(lease: chunk.map { .chunk($0) } ?? .row(device), jobID: job, attempts: attempts, deviceID: device, token: "token-\(device)",
-              tokenType: .fcm, deviceActive: active, jobRunning: running)
+    static func delivery(
+        _ device: Int64, job: Int64 = 1, chunk: Int64? = nil, active: Bool = true, running: Bool = true,
+        attempts: Int = 0
+    ) -> DeliveryQueue.Claimed {
+        .init(
+            lease: chunk.map { .chunk($0) } ?? .row(device), jobID: job, attempts: attempts, deviceID: device, token: "token-\(device)",
+            tokenType: .fcm, deviceActive: active, jobRunning: running)
     }
 
     let start = ContinuousClock.now
     func at(_ seconds: Double) -> ContinuousClock.Instant { start + .milliseconds(Int(seconds * 1000)) }
 
     func machine(concurrency: Int = 8, longestOutage: Duration = .seconds(3600)) -> DispatchStateMachine {
-        DispatchStateMachine(concurrency: concurrency, policy: DeliveryPolicy(maxAttempts: 5),
-                             reachability: FCMReachability(longestOutage: longestOutage, jitter: { 1 }))
+        DispatchStateMachine(
+            concurrency: concurrency, policy: DeliveryPolicy(maxAttempts: 5),
+            reachability: FCMReachability(longestOutage: longestOutage, jitter: { 1 }))
     }
 
     static func claimRequest(_ actions: [DispatchStateMachine.Action]) -> DispatchStateMachine.ClaimRequest? {
@@ -34,11 +39,15 @@ struct DispatchStateMachineTests {
 
     /// Polls, expecting a claim; answers it with `claimed` (and `jobs` read, `running` of the
     /// rechecked jobs); polls again and returns that poll's actions.
-    func claim(_ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed], jobs: [DeliveryQueue.Job] = [DispatchStateMachineTests.job()],
-               running: Set<Int64> = [], at now: Double = 0) throws -> [DispatchStateMachine.Action] {
+    func claim(
+        _ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed],
+        jobs: [DeliveryQueue.Job] = [DispatchStateMachineTests.job()],
+        running: Set<Int64> = [], at now: Double = 0
+    ) throws -> [DispatchStateMachine.Action] {
         let request = try #require(Self.claimRequest(machine.poll(now: at(now), stopping: false).actions))
-        let result = DispatchStateMachine.ClaimResult(claimed: claimed, loadedJobs: jobs.filter { !request.freshJobs.contains($0.id) },
-                                                      runningJobs: running, cursor: request.cursor)
+        let result = DispatchStateMachine.ClaimResult(
+            claimed: claimed, loadedJobs: jobs.filter { !request.freshJobs.contains($0.id) },
+            runningJobs: running, cursor: request.cursor)
         var actions = machine.claimed(result, for: request, now: at(now))
         actions += machine.poll(now: at(now), stopping: false).actions
         return actions
@@ -71,7 +80,8 @@ struct DispatchStateMachineTests {
         // Idle: twice the capacity, so that the next slots are refilled from what is ready.
         #expect(first.limit == 16)
         let claimed = (1...16).map { Self.delivery($0) }
-        var actions = machine.claimed(.init(claimed: claimed, loadedJobs: [Self.job()], runningJobs: [], cursor: first.cursor), for: first, now: at(0))
+        var actions = machine.claimed(
+            .init(claimed: claimed, loadedJobs: [Self.job()], runningJobs: [], cursor: first.cursor), for: first, now: at(0))
         #expect(actions.contains { if case .keepLeased(let leases) = $0 { leases.count == 16 } else { false } })
         actions = machine.poll(now: at(0), stopping: false).actions
         #expect(Self.sent(actions) == Array(1...8) && machine.running == 8 && machine.waiting.count == 8)
@@ -81,7 +91,9 @@ struct DispatchStateMachineTests {
         _ = machine.answered(answer(claimed[0], .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0.01))
         actions = machine.poll(now: at(0.01), stopping: false).actions
         #expect(Self.sent(actions) == [9] && Self.claimRequest(actions) == nil)
-        for delivery in claimed[1..<4] { _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0.02)) }
+        for delivery in claimed[1..<4] {
+            _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: .milliseconds(30))), now: at(0.02))
+        }
         actions = machine.poll(now: at(0.02), stopping: false).actions
         #expect(Self.sent(actions) == [10, 11, 12])
         // 8 in flight and 4 ready: the next claim starts while those still cover the next answers,
@@ -91,8 +103,11 @@ struct DispatchStateMachineTests {
         // Only one claim at a time.
         #expect(Self.claimRequest(machine.poll(now: at(0.02), stopping: false).actions) == nil)
         // It finds less than it asked for: the next one waits for a hint (NOTIFY, the poll interval).
-        _ = machine.claimed(.init(claimed: [Self.delivery(17)], loadedJobs: [], runningJobs: [1], cursor: next.cursor), for: next, now: at(0.03))
-        for delivery in claimed[4..<8] { _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0.04)) }
+        _ = machine.claimed(
+            .init(claimed: [Self.delivery(17)], loadedJobs: [], runningJobs: [1], cursor: next.cursor), for: next, now: at(0.03))
+        for delivery in claimed[4..<8] {
+            _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0.04))
+        }
         actions = machine.poll(now: at(0.04), stopping: false).actions
         #expect(Self.sent(actions) == [13, 14, 15, 16] && Self.claimRequest(actions) == nil)
         machine.hinted()
@@ -115,13 +130,19 @@ struct DispatchStateMachineTests {
 
     @Test func deliveriesThatNeedNoSendAreSettledNotSent() throws {
         var machine = machine(concurrency: 8)
-        let claimed = [Self.delivery(1, active: false), Self.delivery(2, running: false), Self.delivery(3, job: 2), Self.delivery(4, job: 2),
-                       Self.delivery(5), Self.delivery(6, chunk: 40)]
+        let claimed = [
+            Self.delivery(1, active: false), Self.delivery(2, running: false), Self.delivery(3, job: 2), Self.delivery(4, job: 2),
+            Self.delivery(5), Self.delivery(6, chunk: 40),
+        ]
         let actions = try claim(&machine, claimed, jobs: [Self.job(), Self.job(2, account: nil)])
         #expect(Self.sent(actions) == [5, 6])
         let written = Self.written(actions)
-        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
-                    == ["1 skipped DEVICE_INACTIVE false", "2 pending JOB_ENDED false", "3 failed NO_CREDENTIALS false", "4 failed NO_CREDENTIALS false"])
+        #expect(
+            written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
+                == [
+                    "1 skipped DEVICE_INACTIVE false", "2 pending JOB_ENDED false", "3 failed NO_CREDENTIALS false",
+                    "4 failed NO_CREDENTIALS false",
+                ])
         // The job without credentials fails once, not once per device.
         #expect(written.jobFailures.map(\.job) == [2])
         #expect(written.jobFailures.first?.reason == "app wowa: no FCM credentials (pushctl app set-credentials --code wowa)")
@@ -144,7 +165,10 @@ struct DispatchStateMachineTests {
         actions += machine.poll(now: at(1), stopping: false).actions
         // They take no slot: all are settled at once.
         #expect(Self.sent(actions).isEmpty)
-        #expect(Self.written(actions).results.map { "\($0.deviceID) \($0.errorCode?.rawValue ?? "-")" } == ["3 JOB_ENDED", "4 JOB_ENDED", "5 JOB_ENDED", "6 JOB_ENDED"])
+        #expect(
+            Self.written(actions).results.map { "\($0.deviceID) \($0.errorCode?.rawValue ?? "-")" } == [
+                "3 JOB_ENDED", "4 JOB_ENDED", "5 JOB_ENDED", "6 JOB_ENDED",
+            ])
         #expect(machine.waiting.isEmpty && machine.running == 1)
     }
 
@@ -152,9 +176,13 @@ struct DispatchStateMachineTests {
         var machine = machine()
         let chunk = [Self.delivery(1, chunk: 9), Self.delivery(2, chunk: 9)]
         _ = try claim(&machine, chunk)
-        let first = Self.written(machine.answered(answer(chunk[0], .answered(.sent(messageID: "m1"), elapsed: .milliseconds(20))), now: at(0)))
+        let first = Self.written(
+            machine.answered(answer(chunk[0], .answered(.sent(messageID: "m1"), elapsed: .milliseconds(20))), now: at(0)))
         #expect(first.results.map(\.status) == [.sent] && first.results.first?.messageID == "m1" && first.finishedChunks.isEmpty)
-        let last = Self.written(machine.answered(answer(chunk[1], .answered(.deadToken(errorCode: .unregistered, message: "gone", reason: .unregistered), elapsed: nil)), now: at(0)))
+        let last = Self.written(
+            machine.answered(
+                answer(chunk[1], .answered(.deadToken(errorCode: .unregistered, message: "gone", reason: .unregistered), elapsed: nil)),
+                now: at(0)))
         #expect(last.finishedChunks == [9] && last.deactivations.map(\.deviceID) == [2] && last.touchedJobs == [1])
     }
 
@@ -171,9 +199,13 @@ struct DispatchStateMachineTests {
         #expect(machine.poll(now: at(0.05), stopping: false).actions.isEmpty)
         // A send that was written and never answered spends an attempt, counted apart.
         let lost = machine.answered(answer(claimed[1], .answered(.noAnswer(message: "connection closed"), elapsed: nil)), now: at(0.05))
-        #expect(Self.written(lost).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "pending NO_ANSWER true")
+        #expect(
+            Self.written(lost).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
+                == "pending NO_ANSWER true")
         #expect(Self.counted(lost) == ["no_answer"])
-        for delivery in claimed[2..<8] { _ = machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06)) }
+        for delivery in claimed[2..<8] {
+            _ = machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06))
+        }
         // The wait over, one ready delivery goes as the probe (its job checked first).
         var actions = machine.poll(now: at(1), stopping: false).actions
         let check = try #require(Self.claimRequest(actions))
@@ -191,8 +223,10 @@ struct DispatchStateMachineTests {
         let claimed = [Self.delivery(1), Self.delivery(2)]
         _ = try claim(&machine, claimed)
         _ = machine.answered(answer(claimed[0], .notSent(reason: "connect: refused", unreachable: true)), now: at(0))
-        let late = Self.written(machine.answered(answer(claimed[1], .notSent(reason: "connect: refused", unreachable: true), probe: true), now: at(3)))
-        #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "failed FCM_UNREACHABLE false")
+        let late = Self.written(
+            machine.answered(answer(claimed[1], .notSent(reason: "connect: refused", unreachable: true), probe: true), now: at(3)))
+        #expect(
+            late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "failed FCM_UNREACHABLE false")
         #expect(late.jobFailures.first?.reason == "app wowa: FCM unreachable for over 2 s: connect: refused")
         #expect(machine.failedJobs == [1])
     }
@@ -203,7 +237,8 @@ struct DispatchStateMachineTests {
         _ = try claim(&machine, claimed)
         var warnings = 0
         for delivery in claimed {
-            let actions = machine.answered(answer(delivery, .answered(.sentUnreadable(body: "<html>"), elapsed: .milliseconds(9))), now: at(0))
+            let actions = machine.answered(
+                answer(delivery, .answered(.sentUnreadable(body: "<html>"), elapsed: .milliseconds(9))), now: at(0))
             #expect(Self.written(actions).results.first.map { "\($0.status) \($0.messageID ?? "-")" } == "sent -")
             #expect(Self.counted(actions) == ["sent_unreadable"])
             warnings += actions.count { if case .log(.warning, _, _) = $0 { true } else { false } }
@@ -215,11 +250,20 @@ struct DispatchStateMachineTests {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2)]
         _ = try claim(&machine, claimed)
-        let quota = machine.answered(answer(claimed[0], .answered(.transient(errorCode: .quotaExceeded, message: "slow down", retryAfter: .seconds(90), quota: true), elapsed: .milliseconds(5))), now: at(0))
+        let quota = machine.answered(
+            answer(
+                claimed[0],
+                .answered(
+                    .transient(errorCode: .quotaExceeded, message: "slow down", retryAfter: .seconds(90), quota: true),
+                    elapsed: .milliseconds(5))), now: at(0))
         #expect(Self.written(quota).results.first?.attempted == true && Self.counted(quota) == ["retry"])
         #expect(machine.pausedApps(now: at(89)) == [7] && machine.pausedApps(now: at(91)).isEmpty)
-        let token = machine.answered(.init(claimed: claimed[1], job: Self.job(), result: .failure(.transient("HTTP 503", retryAfter: .seconds(4))), probe: false), now: at(100))
-        #expect(Self.written(token).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "pending OAUTH_UNAVAILABLE false")
+        let token = machine.answered(
+            .init(claimed: claimed[1], job: Self.job(), result: .failure(.transient("HTTP 503", retryAfter: .seconds(4))), probe: false),
+            now: at(100))
+        #expect(
+            Self.written(token).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
+                == "pending OAUTH_UNAVAILABLE false")
         #expect(machine.pausedApps(now: at(103)) == [7] && machine.pausedApps(now: at(105)).isEmpty)
     }
 
@@ -238,7 +282,8 @@ struct DispatchStateMachineTests {
         #expect(Self.sent(actions).isEmpty && Self.claimRequest(actions) == nil)
         check = try #require(Self.claimRequest(machine.poll(now: at(70.01), stopping: false).actions))
         #expect(check.recheckJobs == [1] && !check.freshJobs.contains(1))
-        actions = machine.claimed(.init(claimed: [], loadedJobs: [Self.job()], runningJobs: [1], cursor: check.cursor), for: check, now: at(70.01))
+        actions = machine.claimed(
+            .init(claimed: [], loadedJobs: [Self.job()], runningJobs: [1], cursor: check.cursor), for: check, now: at(70.01))
         actions += machine.poll(now: at(70.01), stopping: false).actions
         #expect(Self.sent(actions) == [2])
     }
@@ -258,10 +303,12 @@ struct DispatchStateMachineTests {
 
     @Test func aHighPriorityJobIsClaimedPastAFullHoldingAndGoesOutWithTheNextFreeSlot() throws {
         var machine = machine(concurrency: 4)
-        let bulk = DeliveryQueue.Job(id: 1, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
-                                     account: Self.account, projectProven: true, priority: .bulk)
-        let high = DeliveryQueue.Job(id: 2, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
-                                     account: Self.account, projectProven: true, priority: .high)
+        let bulk = DeliveryQueue.Job(
+            id: 1, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+            account: Self.account, projectProven: true, priority: .bulk)
+        let high = DeliveryQueue.Job(
+            id: 2, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+            account: Self.account, projectProven: true, priority: .high)
         let campaign = (1...8).map { Self.delivery($0) }
         #expect(Self.sent(try claim(&machine, campaign, jobs: [bulk])) == [1, 2, 3, 4])
         // Twice the capacity held: no claim, until a NOTIFY says a job came.
@@ -270,7 +317,8 @@ struct DispatchStateMachineTests {
         let urgent = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
         #expect(urgent.priority == .high && urgent.limit == DeliveryQueue.chunkSize)
         let single = Self.delivery(100, job: 2)
-        var actions = machine.claimed(.init(claimed: [single], loadedJobs: [high], runningJobs: [], cursor: urgent.cursor), for: urgent, now: at(0))
+        var actions = machine.claimed(
+            .init(claimed: [single], loadedJobs: [high], runningJobs: [], cursor: urgent.cursor), for: urgent, now: at(0))
         // Found less than it asked for, yet the campaign's claims are not held back by that.
         #expect(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions) == nil)
         // The next answer's slot goes to the single, ahead of the four campaign deliveries ready.
@@ -279,8 +327,9 @@ struct DispatchStateMachineTests {
         actions = machine.poll(now: at(0), stopping: false).actions
         #expect(Self.sent(actions) == [100])
         // Its result is written at once, not gathered with the campaign's.
-        let answered = DispatchStateMachine.Attempt(claimed: single, job: high, result: .success(.answered(.sent(messageID: "m"), elapsed: nil)),
-                                                   probe: false)
+        let answered = DispatchStateMachine.Attempt(
+            claimed: single, job: high, result: .success(.answered(.sent(messageID: "m"), elapsed: nil)),
+            probe: false)
         let writes = machine.answered(answered, now: at(0)).compactMap { if case .write(let batch) = $0 { batch } else { nil } }
         #expect(writes.count == 1 && writes[0].urgent && writes[0].results.map(\.deviceID) == [100])
         // While the usual claim is on its way, a hint brings a high-priority claim beside it.
@@ -297,22 +346,30 @@ struct DispatchStateMachineTests {
 
     @Test func readyDeliveriesPastTheirJobsExpiryAreSkippedNotSent() throws {
         var machine = machine(concurrency: 8)
-        let expired = DeliveryQueue.Job(id: 1, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
-                                        account: Self.account, projectProven: true, expiresAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let expired = DeliveryQueue.Job(
+            id: 1, appID: 7, appCode: "wowa", message: PreparedMessage(messageJSON: "{}", validateOnly: false),
+            account: Self.account, projectProven: true, expiresAt: Date(timeIntervalSince1970: 1_800_000_000))
         let request = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
-        _ = machine.claimed(.init(claimed: [Self.delivery(1), Self.delivery(2, chunk: 5)], loadedJobs: [expired], runningJobs: [],
-                                  cursor: request.cursor), for: request, now: at(0))
+        _ = machine.claimed(
+            .init(
+                claimed: [Self.delivery(1), Self.delivery(2, chunk: 5)], loadedJobs: [expired], runningJobs: [],
+                cursor: request.cursor), for: request, now: at(0))
         let before = machine.poll(now: at(0), stopping: false, date: Date(timeIntervalSince1970: 1_799_999_999)).actions
         #expect(Self.sent(before) == [1, 2])
         // The same deliveries, ready when the expiry has come:
         machine = self.machine(concurrency: 8)
         let second = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
-        _ = machine.claimed(.init(claimed: [Self.delivery(1), Self.delivery(2, chunk: 5)], loadedJobs: [expired], runningJobs: [],
-                                  cursor: second.cursor), for: second, now: at(0))
+        _ = machine.claimed(
+            .init(
+                claimed: [Self.delivery(1), Self.delivery(2, chunk: 5)], loadedJobs: [expired], runningJobs: [],
+                cursor: second.cursor), for: second, now: at(0))
         let after = machine.poll(now: at(0), stopping: false, date: Date(timeIntervalSince1970: 1_800_000_000)).actions
         #expect(Self.sent(after).isEmpty)
         let written = Self.written(after)
-        #expect(written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == ["1 skipped EXPIRED false", "2 skipped EXPIRED false"])
+        #expect(
+            written.results.map { "\($0.deviceID) \($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == [
+                "1 skipped EXPIRED false", "2 skipped EXPIRED false",
+            ])
         #expect(written.results.first?.errorMessage == "expired at 2027-01-15T08:00:00.000Z before it was sent")
         #expect(written.finishedChunks == [5])
     }

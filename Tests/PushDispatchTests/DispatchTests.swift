@@ -2,9 +2,10 @@ import DeviceRegistry
 import FCMEmulator
 import Foundation
 import PostgresNIO
-@testable import PushDispatch
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushDispatch
 
 @Suite("push-worker against the FCM emulator")
 struct DispatchTests {
@@ -12,7 +13,10 @@ struct DispatchTests {
         try await WorkerFixture.with { fixture in
             let ids = try await fixture.register(["tok-alice-phone", "tok-alice-tablet", "tok-bob", "tok-carol-old"], users: [1, 1, 2, 3])
             // Carol logged out: her device must receive nothing.
-            _ = try await fixture.sql { try await DeviceDirectory(client: $0).deactivate(deviceID: ids["tok-carol-old"]!, userID: 3, appID: fixture.appID, logger: workerLogger) }
+            _ = try await fixture.sql {
+                try await DeviceDirectory(client: $0).deactivate(
+                    deviceID: ids["tok-carol-old"]!, userID: 3, appID: fixture.appID, logger: workerLogger)
+            }
             let job = try await fixture.enqueue(users: [1, 2, 3])
             let status_job = try await fixture.withWorker { try await fixture.finished(job).status }
             #expect(status_job == "completed")
@@ -26,7 +30,8 @@ struct DispatchTests {
             #expect(fixture.emulator.stats(for: "tok-bob").accepted == 1)
             // The message carried the job's content plus the device's token, nothing else.
             let body = try #require(fixture.emulator.lastAcceptedMessage(for: "tok-bob")?.requestBody)
-            let message = try #require((try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+            let message = try #require(
+                (try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["message"] as? [String: Any])
             #expect(message["token"] as? String == "tok-bob")
             #expect((message["data"] as? [String: String]) == ["k": "v"])
             #expect(fixture.emulator.stats.tokenExchanges == 1)
@@ -143,7 +148,8 @@ struct DispatchTests {
             configuration.concurrency = 4
             let (status, error) = try await fixture.withWorker(configuration) { try await fixture.finished(job) }
             #expect(status == "failed")
-            #expect(error?.contains("app wowa: every send fails with SENDER_ID_MISMATCH and none to this project has ever succeeded") == true)
+            #expect(
+                error?.contains("app wowa: every send fails with SENDER_ID_MISMATCH and none to this project has ever succeeded") == true)
             for token in tokens { #expect(try await fixture.deviceState(token) == (true, nil)) }
         }
     }
@@ -178,14 +184,17 @@ struct DispatchTests {
             #expect(try await fixture.withWorker { try await fixture.finished(proof).status } == "completed")
             let later = try await fixture.enqueue(users: [2])
             let other = try await fixture.enqueue(users: [3])
-            let statuses = try await fixture.withWorker { [try await fixture.finished(later).status, try await fixture.finished(other).status] }
+            let statuses = try await fixture.withWorker {
+                [try await fixture.finished(later).status, try await fixture.finished(other).status]
+            }
             #expect(statuses == ["completed", "completed"])
             #expect(try await fixture.deviceState("tok-stray-1") == (false, "sender_id_mismatch"))
             #expect(try await fixture.deviceState("tok-stray-2") == (false, "sender_id_mismatch"))
 
             let proven = try await fixture.sql { client in
                 _ = try await client.query("UPDATE apps SET fcm_project_id = 'moved-project' WHERE id = \(fixture.appID)")
-                return try await DeliveryQueue(client: client, worker: "t", lease: .seconds(30), logger: workerLogger).jobs([later]).map(\.projectProven)
+                return try await DeliveryQueue(client: client, worker: "t", lease: .seconds(30), logger: workerLogger).jobs([later]).map(
+                    \.projectProven)
             }
             #expect(proven == [false])
         }
@@ -216,23 +225,28 @@ struct DispatchTests {
             // A second app whose key the token endpoint has never seen.
             let rogue = try ServiceAccountFixture.generate(projectID: "rogue-project")
             let rogueApp = try await fixture.sql { client in
-                try await addApp(client, code: "rogue", projectID: rogue.projectID, clientEmail: fixture.account.clientEmail,
-                                 privateKeyPEM: rogue.privateKeyPEM, privateKeyID: nil)
+                try await addApp(
+                    client, code: "rogue", projectID: rogue.projectID, clientEmail: fixture.account.clientEmail,
+                    privateKeyPEM: rogue.privateKeyPEM, privateKeyID: nil)
             }
             let registered = try await fixture.sql { client in
                 try await DeviceDirectory(client: client).register(
-                    DeviceRegistration(token: "tok-rogue-\(0)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp, logger: workerLogger)
+                    DeviceRegistration(token: "tok-rogue-\(0)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp,
+                    logger: workerLogger)
             }
             #expect(registered.created)
             for i in 1...5 {
                 _ = try await fixture.sql { client in
                     try await DeviceDirectory(client: client).register(
-                        DeviceRegistration(token: "tok-rogue-\(i)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9, appID: rogueApp, logger: workerLogger)
+                        DeviceRegistration(token: "tok-rogue-\(i)", platform: "ios", deviceID: nil, tokenType: nil), userID: 9,
+                        appID: rogueApp, logger: workerLogger)
                 }
             }
             try await fixture.register(["tok-fine"])
             let rogueJob = try await fixture.sql { client in
-                for try await id in try await client.query("SELECT push_enqueue(app_code => 'rogue', user_ids => ARRAY[9]::bigint[], message => '{}'::jsonb)").decode(Int64.self) { return id }
+                for try await id in try await client.query(
+                    "SELECT push_enqueue(app_code => 'rogue', user_ids => ARRAY[9]::bigint[], message => '{}'::jsonb)"
+                ).decode(Int64.self) { return id }
                 return Int64(0)
             }
             let goodJob = try await fixture.enqueue(users: [1])
@@ -360,8 +374,9 @@ struct DispatchTests {
             #expect((2...3).contains(refused), "token requests in 3.5 s: \(refused)")
             #expect(status == "completed")
             let rows = try await fixture.deliveries(job)
-            #expect(rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 },
-                    "\(rows.values.map { "\($0.status)/\($0.attempts)" })")
+            #expect(
+                rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 },
+                "\(rows.values.map { "\($0.status)/\($0.attempts)" })")
         }
     }
 
@@ -383,8 +398,10 @@ struct DispatchTests {
             #expect(ended.status == "failed")
             #expect(ended.error?.contains("app wowa: token endpoint unavailable for over 2 s: HTTP 503") == true, "\(ended.error ?? "")")
             let rows = try await fixture.deliveries(job)
-            #expect(rows.count == 5 && rows.values.allSatisfy { $0.status == "failed" && $0.errorCode == "OAUTH_UNAVAILABLE" && $0.attempts == 0 },
-                    "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
+            #expect(
+                rows.count == 5
+                    && rows.values.allSatisfy { $0.status == "failed" && $0.errorCode == "OAUTH_UNAVAILABLE" && $0.attempts == 0 },
+                "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
             #expect(later == "completed")
         }
     }
@@ -398,8 +415,9 @@ struct DispatchTests {
             let status = try await fixture.withWorker { try await fixture.finished(job).status }
             #expect(status == "completed")
             let rows = try await fixture.deliveries(job)
-            #expect(rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 },
-                    "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
+            #expect(
+                rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 },
+                "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
             #expect(fixture.emulator.stats.accepted == 40)
         }
     }
@@ -422,7 +440,9 @@ struct DispatchTests {
                 _ = try await addApp(client, code: "bare", projectID: nil, clientEmail: nil, privateKeyPEM: nil, privateKeyID: nil)
             }
             let job = try await fixture.sql { client in
-                for try await id in try await client.query("SELECT push_enqueue(app_code => 'bare', user_ids => ARRAY[1]::bigint[], message => '{}'::jsonb)").decode(Int64.self) { return id }
+                for try await id in try await client.query(
+                    "SELECT push_enqueue(app_code => 'bare', user_ids => ARRAY[1]::bigint[], message => '{}'::jsonb)"
+                ).decode(Int64.self) { return id }
                 return Int64(0)
             }
             // No devices: the job completes with an empty audience. With one device it fails.

@@ -13,7 +13,8 @@ import WireFormats
 @Suite("FCM body cost", .enabled(if: ProcessInfo.processInfo.environment["JSON_BENCH"] != nil))
 struct FCMBodyCostTests {
     /// A typical notification with data, as stored, and an expiry (the longest path).
-    static let message = #"{"android": {"priority": "high"}, "data": {"orderId": "981", "url": "https://example.com/o/981"}, "notification": {"body": "Your order has shipped.", "title": "Order 981"}}"#
+    static let message =
+        #"{"android": {"priority": "high"}, "data": {"orderId": "981", "url": "https://example.com/o/981"}, "notification": {"body": "Your order has shipped.", "title": "Order 981"}}"#
     static let token = "fcm:" + String(repeating: "APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx", count: 4)
     static let calls = 200_000
 
@@ -41,8 +42,10 @@ struct FCMBodyCostTests {
             message["token"] = .string(Self.token)
             return ByteBuffer(data: WireJSON.encoded(JSONValue.object(["message": .object(message)]))).readableBytes
         }
-        print(String(format: "FCM body per send: spliced (PreparedMessage) %.2f µs, encoded (WireJSON) %.2f µs; %d bytes",
-                     spliced.perCall, encoded.perCall, spliced.checksum / Self.calls))
+        print(
+            String(
+                format: "FCM body per send: spliced (PreparedMessage) %.2f µs, encoded (WireJSON) %.2f µs; %d bytes",
+                spliced.perCall, encoded.perCall, spliced.checksum / Self.calls))
     }
 
     /// The general way of reading, on every answer: FCM's success answer through `JSONParser`.

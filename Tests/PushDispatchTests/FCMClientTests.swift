@@ -25,8 +25,10 @@ struct FCMClientTests {
             let outcome: Result<Void, any Error>
             do {
                 let exchange = GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: .seconds(10))
-                let grant = try await exchange.grant(for: ServiceAccount(
-                    projectID: account.projectID, clientEmail: account.clientEmail, privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID))
+                let grant = try await exchange.grant(
+                    for: ServiceAccount(
+                        projectID: account.projectID, clientEmail: account.clientEmail, privateKeyPEM: account.privateKeyPEM,
+                        privateKeyID: account.privateKeyID))
                 try await body(fcm, emulator, grant.accessToken)
                 outcome = .success(())
             } catch {
@@ -57,7 +59,9 @@ struct FCMClientTests {
                 #expect(answers.count == 500)
                 for (index, answer) in answers.enumerated() {
                     if index == 7 {
-                        #expect(answer.outcome == .deadToken(errorCode: .unregistered, message: "Requested entity was not found.", reason: .unregistered))
+                        #expect(
+                            answer.outcome
+                                == .deadToken(errorCode: .unregistered, message: "Requested entity was not found.", reason: .unregistered))
                     } else if case .sent(let id) = answer.outcome {
                         #expect(!id.isEmpty && answer.elapsed != nil)
                     } else {
@@ -73,7 +77,11 @@ struct FCMClientTests {
     @Test func concurrentBatchesSpreadOverConnectionsAndAllArrive() async throws {
         try await Self.withClient(concurrency: 300) { fcm, emulator, accessToken in
             let answers = await withTaskGroup(of: [FCMClient.Answer].self) { group in
-                for batch in 0..<6 { group.addTask { await fcm.send(Self.sends(150, prefix: "c\(batch)"), projectID: "client-project", accessToken: accessToken) } }
+                for batch in 0..<6 {
+                    group.addTask {
+                        await fcm.send(Self.sends(150, prefix: "c\(batch)"), projectID: "client-project", accessToken: accessToken)
+                    }
+                }
                 return await group.reduce(into: []) { $0 += $1 }
             }
             #expect(answers.count == 900)

@@ -45,7 +45,9 @@ struct FlowControlTests {
             #expect(status == "completed")
             let rows = try await fixture.deliveries(job)
             #expect(rows.count == 300)
-            #expect(rows.values.allSatisfy { $0.status == "sent" }, "\(rows.values.filter { $0.status != "sent" }.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
+            #expect(
+                rows.values.allSatisfy { $0.status == "sent" },
+                "\(rows.values.filter { $0.status != "sent" }.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
             // Only the sends written before the connections were cut could have been delivered
             // already: they alone spent a second attempt.
             let twice = rows.values.filter { $0.attempts > 1 }.count
@@ -66,8 +68,9 @@ struct FlowControlTests {
             #expect(ended.status == "failed")
             #expect(ended.error?.hasPrefix("app wowa: FCM unreachable for over 2 s: connect: 127.0.0.1:1") == true, "\(ended.error ?? "")")
             let rows = try await fixture.deliveries(job)
-            #expect(rows.count == 5 && rows.values.allSatisfy { $0.status == "failed" && $0.attempts == 0 },
-                    "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
+            #expect(
+                rows.count == 5 && rows.values.allSatisfy { $0.status == "failed" && $0.attempts == 0 },
+                "\(rows.values.map { "\($0.status)/\($0.errorCode ?? "-")/\($0.attempts)" })")
             #expect(rows.values.contains { $0.errorCode == "FCM_UNREACHABLE" })
         }
     }

@@ -3,8 +3,8 @@ import FCMEmulator
 import Foundation
 import Logging
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushDispatch
 
@@ -39,7 +39,8 @@ struct JobEndingTests {
                     if ending == .cancelledMidFlight {
                         let start = fixture.emulator.stats.accepted
                         while fixture.emulator.stats.accepted < start + 20 { try await Task.sleep(for: .milliseconds(5)) }
-                        #expect(try await fixture.sql { try await JobDirectory(client: $0, logger: workerLogger).cancel(job) } == .cancelled)
+                        #expect(
+                            try await fixture.sql { try await JobDirectory(client: $0, logger: workerLogger).cancel(job) } == .cancelled)
                     }
                     let end = try await fixture.finished(job)
                     #expect(end.status == ending.status.rawValue, "round \(round): \(end.error ?? "")")
@@ -59,7 +60,8 @@ struct JobEndingTests {
                         #expect(summary.sent >= 20 && summary.sent < Self.audience && summary.failed == 0, "round \(round): \(summary)")
                     }
                     let failedLines = log.lines.filter { line in
-                        line.contains(" job failed ") && ["\"push.job_id\": \(job),", "\"push.job_id\": \(job)]"].contains { line.contains($0) }
+                        line.contains(" job failed ")
+                            && ["\"push.job_id\": \(job),", "\"push.job_id\": \(job)]"].contains { line.contains($0) }
                     }
                     #expect(failedLines.count == (ending.status == .failed ? 1 : 0), "round \(round): \(failedLines)")
                 }
@@ -97,13 +99,16 @@ struct JobEndingTests {
                 let claimed = try await queue.expandAndClaim(audience, limit: 10).claimed
                 #expect(claimed.count == 2)
                 let results = claimed.map {
-                    DeliveryQueue.Result($0, status: .failed, errorCode: .permissionDenied, errorMessage: "denied", messageID: nil,
-                                         attempted: true, nextAttempt: Date())
+                    DeliveryQueue.Result(
+                        $0, status: .failed, errorCode: .permissionDenied, errorMessage: "denied", messageID: nil,
+                        attempted: true, nextAttempt: Date())
                 }
-                let batch = Outbox.Batch(results: results, jobFailures: [(job, "app wowa: denied")],
-                                         finishedChunks: Array(Set(claimed.compactMap(\.lease.chunkID))))
+                let batch = Outbox.Batch(
+                    results: results, jobFailures: [(job, "app wowa: denied")],
+                    finishedChunks: Array(Set(claimed.compactMap(\.lease.chunkID))))
                 // The job row refuses the update, as a lost connection or a lock timeout would.
-                try await client.query("""
+                try await client.query(
+                    """
                     CREATE FUNCTION refuse_job_update() RETURNS trigger LANGUAGE plpgsql AS $$
                     BEGIN RAISE EXCEPTION 'refused for the test'; END $$
                     """)
@@ -133,15 +138,17 @@ struct JobEndingTests {
             let rogue = try ServiceAccountFixture.generate(projectID: "rogue-project")
             code = "rogue"
             appID = try await fixture.sql {
-                try await addApp($0, code: code, projectID: rogue.projectID, clientEmail: fixture.account.clientEmail,
-                                 privateKeyPEM: rogue.privateKeyPEM, privateKeyID: nil)
+                try await addApp(
+                    $0, code: code, projectID: rogue.projectID, clientEmail: fixture.account.clientEmail,
+                    privateKeyPEM: rogue.privateKeyPEM, privateKeyID: nil)
             }
         case .failedByProject:
             // Credentials the token endpoint accepts, for a project they may not send to.
             code = "elsewhere"
             appID = try await fixture.sql {
-                try await addApp($0, code: code, projectID: "someone-elses-project", clientEmail: fixture.account.clientEmail,
-                                 privateKeyPEM: fixture.account.privateKeyPEM, privateKeyID: fixture.account.privateKeyID)
+                try await addApp(
+                    $0, code: code, projectID: "someone-elses-project", clientEmail: fixture.account.clientEmail,
+                    privateKeyPEM: fixture.account.privateKeyPEM, privateKeyID: fixture.account.privateKeyID)
             }
         }
         _ = try await fixture.sql { client in
@@ -172,8 +179,10 @@ struct JobEndingTests {
 
     /// `count` workers on the fixture's queue, each with its own name and a small concurrency,
     /// logging to `log`; stopped gracefully after `body`.
-    private static func withWorkers(_ count: Int, _ fixture: WorkerFixture, log: CapturedLog,
-                                    _ body: @Sendable () async throws -> Void) async throws {
+    private static func withWorkers(
+        _ count: Int, _ fixture: WorkerFixture, log: CapturedLog,
+        _ body: @Sendable () async throws -> Void
+    ) async throws {
         let workers = (1...count).map { index in
             var configuration = fixture.configuration
             configuration.workerName = "ending-worker-\(index)"

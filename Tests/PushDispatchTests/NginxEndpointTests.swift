@@ -1,8 +1,9 @@
 import Foundation
 import PostgresNIO
-@testable import PushDispatch
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushDispatch
 
 /// push-worker against nginx: an HTTP/2 server we did not write, with its own framing habits,
 /// standing in for FCM with a canned 200. The OAuth token endpoint stays the emulator's, so
@@ -16,8 +17,9 @@ struct NginxEndpointTests {
     /// 512 in flight while nginx allows 128 streams a connection (and GOAWAYs a connection
     /// after 1,000 requests): the worker needs several connections.
     @Test func aCampaignIsSentOnceToEveryDeviceWhenNginxAnswersBeforeReadingTheBody() async throws {
-        try await Self.sendCampaign(devices: 2_000, concurrency: 512, nginx: .init(errorLogLevel: "debug"),
-                                    resets: .init(required: [Self.noError], allowed: [Self.noError]))
+        try await Self.sendCampaign(
+            devices: 2_000, concurrency: 512, nginx: .init(errorLogLevel: "debug"),
+            resets: .init(required: [Self.noError], allowed: [Self.noError]))
     }
 
     /// Eight streams a connection, 64 in flight: most streams wait in the client for room. Until
@@ -25,15 +27,17 @@ struct NginxEndpointTests {
     /// nginx refuses those beyond 8 with RST_STREAM(REFUSED_STREAM): sent again, they are
     /// neither attempts nor duplicates.
     @Test func aCampaignIsSentOnceToEveryDeviceWithEightStreamsAConnection() async throws {
-        try await Self.sendCampaign(devices: 2_000, concurrency: 64, nginx: .init(maxConcurrentStreams: 8, errorLogLevel: "debug"),
-                                    resets: .init(required: [Self.noError], allowed: [Self.noError, Self.refusedStream]))
+        try await Self.sendCampaign(
+            devices: 2_000, concurrency: 64, nginx: .init(maxConcurrentStreams: 8, errorLogLevel: "debug"),
+            resets: .init(required: [Self.noError], allowed: [Self.noError, Self.refusedStream]))
     }
 
     /// The same campaign where nginx reads every body before it answers (through a proxy), so
     /// no stream ends with RST_STREAM: what the two tests above differ from.
     @Test func aCampaignIsSentOnceToEveryDeviceWhenNginxReadsTheBodyFirst() async throws {
-        try await Self.sendCampaign(devices: 2_000, concurrency: 512, nginx: .init(readsRequestBodyFirst: true, errorLogLevel: "debug"),
-                                    resets: .init(required: [], allowed: []))
+        try await Self.sendCampaign(
+            devices: 2_000, concurrency: 512, nginx: .init(readsRequestBodyFirst: true, errorLogLevel: "debug"),
+            resets: .init(required: [], allowed: []))
     }
 
     static let noError = 0, refusedStream = 7
@@ -45,12 +49,15 @@ struct NginxEndpointTests {
         let allowed: Set<Int>
     }
 
-    private static func sendCampaign(devices: Int, concurrency: Int, nginx options: NginxServer.Options,
-                                     resets expected: ExpectedResets) async throws {
+    private static func sendCampaign(
+        devices: Int, concurrency: Int, nginx options: NginxServer.Options,
+        resets expected: ExpectedResets
+    ) async throws {
         try await WorkerFixture.with { fixture in
             try await NginxServer.withRunning(options) { nginx in
                 _ = try await fixture.sql { client in
-                    try await client.query("""
+                    try await client.query(
+                        """
                         INSERT INTO push_devices (user_id, app_id, token, platform)
                         SELECT g, \(fixture.appID), 'tok-nginx-' || g, 'android' FROM generate_series(1, \(devices)) g
                         """)
@@ -68,7 +75,8 @@ struct NginxEndpointTests {
                 let logged = try nginx.loggedRequests()
                 let answered = try nginx.answeredSends()
                 let frames = try nginx.sentControlFrames()
-                let summary = Self.summary(rows, retried: retried, logged: logged)
+                let summary =
+                    Self.summary(rows, retried: retried, logged: logged)
                     + "; it sent RST_STREAM by code \(frames.resets) and \(frames.goAways) GOAWAY"
                 #expect(status == "completed", "\(summary)")
                 #expect(rows.count == devices, "\(summary)")
@@ -89,20 +97,23 @@ struct NginxEndpointTests {
     /// pending with the error of the last one, which its row loses once it is sent. Returns the
     /// job's status and how many failed attempts each error message ended.
     private static func finished(_ job: Int64, _ fixture: WorkerFixture, within limit: Duration = .seconds(180)) async throws
-        -> (status: String, retried: [String: Int]) {
+        -> (status: String, retried: [String: Int])
+    {
         try await fixture.sql { client in
             var failedAttempts: [String: String] = [:]  // "device/attempts" → its error
             func retried() -> [String: Int] { Dictionary(grouping: failedAttempts.values, by: { $0 }).mapValues(\.count) }
             let deadline = ContinuousClock.now + limit
             while ContinuousClock.now < deadline {
-                for try await row in try await client.query("""
+                for try await row in try await client.query(
+                    """
                     SELECT device_id, attempts, coalesce(error_code, '-') || ': ' || coalesce(error_message, '')
                       FROM push_deliveries WHERE job_id = \(job) AND status = 'pending' AND attempts > 0
-                    """).decode((Int64, Int, String).self) {
+                    """
+                ).decode((Int64, Int, String).self) {
                     failedAttempts["\(row.0)/\(row.1)"] = row.2
                 }
                 for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(job)").decode(String.self)
-                    where ["completed", "failed", "cancelled"].contains(status) {
+                where ["completed", "failed", "cancelled"].contains(status) {
                     return (status, retried())
                 }
                 try await Task.sleep(for: .milliseconds(50))
@@ -113,10 +124,14 @@ struct NginxEndpointTests {
 
     /// What the worker recorded, by outcome, the failed attempts seen on the way, and what nginx
     /// saw: the assertions' context.
-    private static func summary(_ rows: [String: WorkerFixture.Delivery], retried: [String: Int], logged: [NginxServer.LoggedRequest]) -> String {
+    private static func summary(_ rows: [String: WorkerFixture.Delivery], retried: [String: Int], logged: [NginxServer.LoggedRequest])
+        -> String
+    {
         var outcomes: [String: Int] = [:]
         for row in rows.values {
-            outcomes["\(row.status) after \(row.attempts) attempt(s)" + (row.errorCode.map { ": \($0) \(row.errorMessage ?? "")" } ?? ""), default: 0] += 1
+            outcomes[
+                "\(row.status) after \(row.attempts) attempt(s)" + (row.errorCode.map { ": \($0) \(row.errorMessage ?? "")" } ?? ""),
+                default: 0] += 1
         }
         let statuses = Dictionary(grouping: logged, by: \.status).mapValues(\.count)
         func list(_ counts: [String: Int]) -> String {

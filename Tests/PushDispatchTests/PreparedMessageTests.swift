@@ -61,7 +61,8 @@ struct PreparedMessageExpiryTests {
     }
 
     @Test func whatTheMessageSetsItselfIsKept() throws {
-        let json = #"{"android":{"ttl":"60s"},"apns":{"headers":{"APNS-Expiration":"0"}},"webpush":{"headers":{"ttl":"30","Urgency":"high"}}}"#
+        let json =
+            #"{"android":{"ttl":"60s"},"apns":{"headers":{"APNS-Expiration":"0"}},"webpush":{"headers":{"ttl":"30","Urgency":"high"}}}"#
         let message = try Self.message(json, secondsBefore: 3600)
         #expect((message["android"] as? [String: Any])?["ttl"] as? String == "60s")
         #expect((message["apns"] as? [String: Any])?["headers"] as? [String: String] == ["APNS-Expiration": "0"])

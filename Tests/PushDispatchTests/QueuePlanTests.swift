@@ -1,10 +1,11 @@
-import Foundation
 import DeviceRegistry
+import Foundation
 import Logging
 import PostgresNIO
-@testable import PushDispatch
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushDispatch
 
 /// The queue's plans must not depend on statistics: during a big campaign they are always stale.
 @Suite("The queue's plans")
@@ -35,7 +36,8 @@ struct QueuePlanTests {
             return try await Self.explain(queue.expandStatement(audience, limit: 128), client)
         }
         // An index in id order (this app's, or the primary key when the app has every device).
-        #expect(plan.contains("Index Scan using push_devices_active_by_app_id on push_devices d")
+        #expect(
+            plan.contains("Index Scan using push_devices_active_by_app_id on push_devices d")
                 || plan.contains("Index Scan using push_devices_pkey on push_devices d"), "\(plan)")
         let sortKeys = plan.split(separator: "\n").filter { $0.contains("Sort Key") }.map { $0.trimmingCharacters(in: .whitespaces) }
         #expect(sortKeys.allSatisfy { $0 == "Sort Key: picked.part" }, "\(plan)")
@@ -50,7 +52,8 @@ struct QueuePlanTests {
         let plan = try await Self.withStaleStatistics { client, queue in
             let claimed = try await queue.claim(limit: 2000, excludingApps: [])
             #expect(claimed.count == 2000)
-            return try await Self.explain(queue.recordStatement(DeliveryQueue.Result.sent(claimed)[...], finishedChunks: [], keepingExistingRows: false), client)
+            return try await Self.explain(
+                queue.recordStatement(DeliveryQueue.Result.sent(claimed)[...], finishedChunks: [], keepingExistingRows: false), client)
         }
         #expect(plan.contains("Index Scan using push_deliveries_pkey on push_deliveries d"), "\(plan)")
         #expect(!plan.contains("Seq Scan on push_deliveries"), "\(plan)")
@@ -58,16 +61,21 @@ struct QueuePlanTests {
 
     /// A table whose statistics say "everything was sent" (an earlier campaign, analyzed) and
     /// that then gets 20,000 pending deliveries the planner does not know about.
-    private static func withStaleStatistics(_ body: @Sendable (PostgresClient, DeliveryQueue) async throws -> String) async throws -> String {
+    private static func withStaleStatistics(_ body: @Sendable (PostgresClient, DeliveryQueue) async throws -> String) async throws -> String
+    {
         let database = try await TestPostgres.shared.makeDatabase()
         return try await database.withClient { client in
-            let app = try await AppDirectory(client: client, logger: Logger(label: "test")).add(code: "plan", name: "plan", serviceAccount: nil).id
-            try await client.query("""
+            let app = try await AppDirectory(client: client, logger: Logger(label: "test")).add(
+                code: "plan", name: "plan", serviceAccount: nil
+            ).id
+            try await client.query(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform)
                 SELECT g, \(app), 'plan-token-' || g, 'android' FROM generate_series(1, 20000) g
                 """)
             // The earlier campaign: every delivery sent, then analyzed.
-            try await client.query("""
+            try await client.query(
+                """
                 WITH job AS (INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at, finished_at)
                              VALUES (\(app), 'completed', '{}', true, now(), now()) RETURNING id)
                 INSERT INTO push_deliveries (job_id, device_id, status, attempts)
@@ -77,18 +85,22 @@ struct QueuePlanTests {
             try await client.query("ANALYZE push_deliveries")
             try await client.query("ALTER TABLE push_deliveries SET (autovacuum_enabled = off)")
             // The new campaign, unknown to the statistics.
-            try await client.query("""
+            try await client.query(
+                """
                 WITH job AS (INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at)
                              VALUES (\(app), 'running', '{}', true, now()) RETURNING id)
                 INSERT INTO push_deliveries (job_id, device_id) SELECT job.id, d.id FROM job, push_devices d
                 """)
-            return try await body(client, DeliveryQueue(client: client, worker: "plan-test", lease: .seconds(30), logger: Logger(label: "test")))
+            return try await body(
+                client, DeliveryQueue(client: client, worker: "plan-test", lease: .seconds(30), logger: Logger(label: "test")))
         }
     }
 
     private static func explain(_ statement: PostgresQuery, _ client: PostgresClient) async throws -> String {
         var lines: [String] = []
-        for try await line in try await client.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds)).decode(String.self) {
+        for try await line in try await client.query(PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.binds)).decode(
+            String.self)
+        {
             lines.append(line)
         }
         return lines.joined(separator: "\n")

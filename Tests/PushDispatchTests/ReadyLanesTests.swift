@@ -6,7 +6,8 @@ import Testing
 @Suite("Ready deliveries by priority")
 struct ReadyLanesTests {
     static func delivery(_ id: Int64, job: Int64) -> DeliveryQueue.Claimed {
-        .init(lease: .row(id), jobID: job, attempts: 0, deviceID: id, token: "t-\(id)", tokenType: .fcm, deviceActive: true, jobRunning: true)
+        .init(
+            lease: .row(id), jobID: job, attempts: 0, deviceID: id, token: "t-\(id)", tokenType: .fcm, deviceActive: true, jobRunning: true)
     }
 
     /// Takes `count` deliveries as free slots would, returning their job ids.

@@ -2,8 +2,8 @@ import DeviceRegistry
 import FCMEmulator
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushDispatch
 
@@ -27,8 +27,9 @@ struct SchedulingTests {
         let account = try ServiceAccountFixture.generate(projectID: "\(code)-project")
         fixture.emulator.registerServiceAccount(account.serviceAccount)
         return try await fixture.sql { client in
-            try await addApp(client, code: code, projectID: account.projectID, clientEmail: account.clientEmail,
-                             privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
+            try await addApp(
+                client, code: code, projectID: account.projectID, clientEmail: account.clientEmail,
+                privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
         }
     }
 
@@ -40,13 +41,15 @@ struct SchedulingTests {
     }
 
     static func enqueue(_ fixture: WorkerFixture, app: String = "wowa", users: [Int64]) async throws -> Int64 {
-        try await value(fixture, "SELECT push_enqueue(app_code => \(app), user_ids => \(users), message => '{\"notification\":{\"title\":\"Hi\"}}')",
-                        as: Int64.self)
+        try await value(
+            fixture, "SELECT push_enqueue(app_code => \(app), user_ids => \(users), message => '{\"notification\":{\"title\":\"Hi\"}}')",
+            as: Int64.self)
     }
 
     static func campaign(_ fixture: WorkerFixture, app: String) async throws -> Int64 {
-        try await value(fixture, "SELECT push_enqueue_campaign(app_code => \(app), message => '{\"notification\":{\"title\":\"All\"}}')",
-                        as: Int64.self)
+        try await value(
+            fixture, "SELECT push_enqueue_campaign(app_code => \(app), message => '{\"notification\":{\"title\":\"All\"}}')",
+            as: Int64.self)
     }
 
     static func sent(_ fixture: WorkerFixture, _ job: Int64) async throws -> Int {
@@ -113,7 +116,9 @@ struct SchedulingTests {
     @Test func aRateCapHoldsForTheAppAcrossWorkers() async throws {
         try await WorkerFixture.with { fixture in
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-capped", count: 300)
-            _ = try await fixture.sql { client in try await client.query("UPDATE apps SET max_sends_per_second = 100 WHERE id = \(fixture.appID)") }
+            _ = try await fixture.sql { client in
+                try await client.query("UPDATE apps SET max_sends_per_second = 100 WHERE id = \(fixture.appID)")
+            }
             let job = try await Self.campaign(fixture, app: "wowa")
             let workers = (1...2).map { index in
                 var configuration = fixture.configuration
@@ -161,9 +166,11 @@ struct SchedulingTests {
         try await WorkerFixture.with { fixture in
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-ttl", count: 1)
             let job = try await Self.value(
-                fixture, "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{}', ttl => interval '1 hour')",
+                fixture,
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{}', ttl => interval '1 hour')",
                 as: Int64.self)
-            let expiry = try await Self.value(fixture, "SELECT extract(epoch FROM expires_at)::float8 FROM push_jobs WHERE id = \(job)", as: Double.self)
+            let expiry = try await Self.value(
+                fixture, "SELECT extract(epoch FROM expires_at)::float8 FROM push_jobs WHERE id = \(job)", as: Double.self)
             let status = try await fixture.withWorker { try await fixture.finished(job).status }
             #expect(status == "completed")
             let accepted = try #require(fixture.emulator.lastAcceptedMessage(for: "tok-ttl-1"))

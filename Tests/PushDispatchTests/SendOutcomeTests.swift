@@ -1,7 +1,7 @@
+import DeviceRegistry
 import Foundation
 import NIOCore
 import NIOFoundationCompat
-import DeviceRegistry
 import Testing
 
 @testable import FCMEmulator
@@ -36,25 +36,34 @@ struct SendOutcomeTests {
     }
 
     @Test func anyTwoHundredIsAcceptedAndOneNamingNoMessageIsCountedApart() {
-        #expect(SendOutcome.classify(status: 201, body: ByteBuffer(string: #"{"name":"projects/p/messages/7"}"#), retryAfter: nil)
-                    == .sent(messageID: "7"))
+        #expect(
+            SendOutcome.classify(status: 201, body: ByteBuffer(string: #"{"name":"projects/p/messages/7"}"#), retryAfter: nil)
+                == .sent(messageID: "7"))
         #expect(SendOutcome.classify(status: 204, body: ByteBuffer(), retryAfter: nil) == .sentUnreadable(body: ""))
-        #expect(SendOutcome.classify(status: 200, body: ByteBuffer(string: "<html>ok</html>"), retryAfter: nil)
-                    == .sentUnreadable(body: "<html>ok</html>"))
+        #expect(
+            SendOutcome.classify(status: 200, body: ByteBuffer(string: "<html>ok</html>"), retryAfter: nil)
+                == .sentUnreadable(body: "<html>ok</html>"))
     }
 
     private static func error(_ status: Int, _ code: String) -> ByteBuffer {
-        ByteBuffer(string: #"{"error":{"code":\#(status),"message":"m","status":"S","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}]}}"#)
+        ByteBuffer(
+            string:
+                #"{"error":{"code":\#(status),"message":"m","status":"S","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}]}}"#
+        )
     }
 
     @Test func apnsAuthErrorIsThirdPartyAuthAndUnknownCodesAreReadByStatus() {
-        #expect(SendOutcome.classify(status: 401, body: Self.error(401, "APNS_AUTH_ERROR"), retryAfter: nil) == .thirdPartyAuth(message: "m"))
-        #expect(SendOutcome.classify(status: 503, body: Self.error(503, "SOMETHING_NEW"), retryAfter: "3")
-                    == .transient(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m", retryAfter: .seconds(3), quota: false))
-        #expect(SendOutcome.classify(status: 429, body: Self.error(429, "SOMETHING_NEW"), retryAfter: nil)
-                    == .transient(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m", retryAfter: nil, quota: true))
-        #expect(SendOutcome.classify(status: 400, body: Self.error(400, "SOMETHING_NEW"), retryAfter: nil)
-                    == .failed(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m"))
+        #expect(
+            SendOutcome.classify(status: 401, body: Self.error(401, "APNS_AUTH_ERROR"), retryAfter: nil) == .thirdPartyAuth(message: "m"))
+        #expect(
+            SendOutcome.classify(status: 503, body: Self.error(503, "SOMETHING_NEW"), retryAfter: "3")
+                == .transient(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m", retryAfter: .seconds(3), quota: false))
+        #expect(
+            SendOutcome.classify(status: 429, body: Self.error(429, "SOMETHING_NEW"), retryAfter: nil)
+                == .transient(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m", retryAfter: nil, quota: true))
+        #expect(
+            SendOutcome.classify(status: 400, body: Self.error(400, "SOMETHING_NEW"), retryAfter: nil)
+                == .failed(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m"))
     }
 }
 
@@ -78,10 +87,12 @@ struct FCMAnswerTableTests {
     static let expected: [String: SendOutcome] = [
         // The emulator's answers.
         "unregistered": .deadToken(errorCode: .unregistered, message: "Requested entity was not found.", reason: .unregistered),
-        "invalid-registration-token": .deadToken(errorCode: .invalidArgument, message: "The registration token is not a valid FCM registration token",
-                                                 reason: .invalidToken),
-        "invalid-registration-fid": .deadToken(errorCode: .invalidArgument, message: "The registration token is not a valid FCM registration token",
-                                               reason: .invalidToken),
+        "invalid-registration-token": .deadToken(
+            errorCode: .invalidArgument, message: "The registration token is not a valid FCM registration token",
+            reason: .invalidToken),
+        "invalid-registration-fid": .deadToken(
+            errorCode: .invalidArgument, message: "The registration token is not a valid FCM registration token",
+            reason: .invalidToken),
         "sender-id-mismatch": .senderMismatch(message: "SenderId mismatch"),
         "third-party-auth-error": .thirdPartyAuth(message: "Auth error from APNS or Web Push Service"),
         // One device's rate: that delivery waits, the app goes on.
@@ -98,14 +109,17 @@ struct FCMAnswerTableTests {
         "success-unreadable": .sentUnreadable(body: unreadableHTML),
         "success-truncated": .sentUnreadable(body: #"{"name": "projects/wowa-7/mess"#),
         // Only the message says it is about the token (FCM's own example of an invalid token).
-        "invalid-registration-token-documented": .deadToken(errorCode: .invalidArgument,
-                                                            message: "The registration token is not a valid FCM registration token",
-                                                            reason: .invalidToken),
+        "invalid-registration-token-documented": .deadToken(
+            errorCode: .invalidArgument,
+            message: "The registration token is not a valid FCM registration token",
+            reason: .invalidToken),
         // Only the BadRequest field does.
-        "invalid-registration-token-field-only": .deadToken(errorCode: .invalidArgument, message: "Request contains an invalid argument.",
-                                                            reason: .invalidToken),
-        "invalid-argument-data-value": .payloadRejected(errorCode: .invalidArgument,
-                                                        message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"),
+        "invalid-registration-token-field-only": .deadToken(
+            errorCode: .invalidArgument, message: "Request contains an invalid argument.",
+            reason: .invalidToken),
+        "invalid-argument-data-value": .payloadRejected(
+            errorCode: .invalidArgument,
+            message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"),
         "invalid-argument-reserved-data-key": .payloadRejected(errorCode: .invalidArgument, message: "Invalid data payload key: from"),
         "invalid-argument-without-details": .payloadRejected(errorCode: .invalidArgument, message: "Request contains an invalid argument."),
         // Whether one device's such answer may end a job is the delivery policy's rule, not this table's.
@@ -114,20 +128,30 @@ struct FCMAnswerTableTests {
         "not-found-without-fcm-error": .notFound(message: "Requested entity was not found."),
         "apns-auth-error": .thirdPartyAuth(message: "Auth error from APNS or Web Push Service"),
         "permission-denied": .permissionDenied(
-            message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/wowa-7' (or it may not exist)."),
+            message:
+                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/wowa-7' (or it may not exist)."
+        ),
         "unauthenticated-missing-credential": .unauthenticated,
-        "unavailable-with-retry-after": .transient(errorCode: .unavailable, message: "The service is currently unavailable.",
-                                                   retryAfter: .seconds(30), quota: false),
-        "quota-exceeded-with-retry-after": .transient(errorCode: .quotaExceeded, message: "Device message rate exceeded.",
-                                                      retryAfter: .seconds(7), quota: false),
+        "unavailable-with-retry-after": .transient(
+            errorCode: .unavailable, message: "The service is currently unavailable.",
+            retryAfter: .seconds(30), quota: false),
+        "quota-exceeded-with-retry-after": .transient(
+            errorCode: .quotaExceeded, message: "Device message rate exceeded.",
+            retryAfter: .seconds(7), quota: false),
         // The project's message rate: the whole app slows down.
-        "quota-exceeded-message-rate": .transient(errorCode: .quotaExceeded, message: "Message rate exceeded.", retryAfter: nil, quota: true),
+        "quota-exceeded-message-rate": .transient(
+            errorCode: .quotaExceeded, message: "Message rate exceeded.", retryAfter: nil, quota: true),
         "internal-bare-500": .transient(errorCode: .httpStatus(500), message: "HTTP 500", retryAfter: nil, quota: false),
         "proxy-502-html": .transient(errorCode: .httpStatus(502), message: "HTTP 502", retryAfter: nil, quota: false),
         "unknown-fcm-code-400": .failed(errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day."),
-        "unknown-fcm-code-429": .transient(errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day.", retryAfter: .seconds(7), quota: true),
-        "unknown-fcm-code-503": .transient(errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day.", retryAfter: nil, quota: false),
-        "unspecified-error-500": .transient(errorCode: DeliveryErrorCode(rawValue: "UNSPECIFIED_ERROR"), message: "Internal error encountered.", retryAfter: nil, quota: false),
+        "unknown-fcm-code-429": .transient(
+            errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day.", retryAfter: .seconds(7),
+            quota: true),
+        "unknown-fcm-code-503": .transient(
+            errorCode: DeliveryErrorCode(rawValue: "SOME_NEW_CODE"), message: "A code FCM may add one day.", retryAfter: nil, quota: false),
+        "unspecified-error-500": .transient(
+            errorCode: DeliveryErrorCode(rawValue: "UNSPECIFIED_ERROR"), message: "Internal error encountered.", retryAfter: nil,
+            quota: false),
     ]
 
     static func answer(_ name: String) throws -> FCMAnswer {

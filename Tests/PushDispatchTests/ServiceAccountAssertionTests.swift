@@ -1,9 +1,10 @@
 import DeviceRegistry
 import Foundation
 import JWTKit
-@testable import PushDispatch
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushDispatch
 
 /// The assertion as Google's token endpoint reads it: RS256 with the account's key and key id,
 /// its five claims, whole seconds, an hour long.
@@ -11,8 +12,9 @@ import TestSupport
     @Test func itCarriesTheGrantsClaimsInWholeSecondsSignedByTheAccountsKey() async throws {
         let file = try ServiceAccountFile.make()
         defer { try? FileManager.default.removeItem(atPath: file.path) }
-        let account = ServiceAccount(projectID: file.projectID, clientEmail: file.clientEmail, privateKeyPEM: file.privateKeyPEM,
-                                     privateKeyID: file.privateKeyID)
+        let account = ServiceAccount(
+            projectID: file.projectID, clientEmail: file.clientEmail, privateKeyPEM: file.privateKeyPEM,
+            privateKeyID: file.privateKeyID)
         let now = Date(timeIntervalSince1970: 1_795_000_000.75)
         let assertion = try await ServiceAccountAssertion(account).signed(audience: "https://oauth2.googleapis.com/token", now: now)
 
@@ -37,7 +39,8 @@ import TestSupport
     }
 
     @Test func aKeyThatIsNotRSAInPEMIsRefused() {
-        let account = ServiceAccount(projectID: "p", clientEmail: "e@p.iam.gserviceaccount.com", privateKeyPEM: "not a key", privateKeyID: nil)
+        let account = ServiceAccount(
+            projectID: "p", clientEmail: "e@p.iam.gserviceaccount.com", privateKeyPEM: "not a key", privateKeyID: nil)
         #expect(throws: AccessTokenError.self) { try ServiceAccountAssertion(account) }
     }
 }

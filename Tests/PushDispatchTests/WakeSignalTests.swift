@@ -1,5 +1,6 @@
-@testable import PushDispatch
 import Testing
+
+@testable import PushDispatch
 
 @Suite("WakeSignal")
 struct WakeSignalTests {

@@ -8,9 +8,13 @@ import ServiceLifecycle
 import TestSupport
 
 /// Adds an app with these service-account credentials (or none) and returns its id.
-func addApp(_ client: PostgresClient, code: String, projectID: String?, clientEmail: String?, privateKeyPEM: String?, privateKeyID: String?) async throws -> Int64 {
+func addApp(_ client: PostgresClient, code: String, projectID: String?, clientEmail: String?, privateKeyPEM: String?, privateKeyID: String?)
+    async throws -> Int64
+{
     let account = projectID.flatMap { project in
-        clientEmail.flatMap { email in privateKeyPEM.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: privateKeyID) } }
+        clientEmail.flatMap { email in
+            privateKeyPEM.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: privateKeyID) }
+        }
     }
     return try await AppDirectory(client: client, logger: workerLogger).add(code: code, name: code, serviceAccount: account).id
 }
@@ -35,8 +39,9 @@ struct WorkerFixture: Sendable {
             let account = try ServiceAccountFixture.generate(projectID: "\(appCode)-project")
             emulator.registerServiceAccount(account.serviceAccount)
             let appID = try await database.withClient { client in
-                try await addApp(client, code: appCode, projectID: account.projectID, clientEmail: account.clientEmail,
-                                 privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
+                try await addApp(
+                    client, code: appCode, projectID: account.projectID, clientEmail: account.clientEmail,
+                    privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
             }
             return try await body(WorkerFixture(database: database, emulator: emulator, account: account, appID: appID))
         }
@@ -89,18 +94,22 @@ struct WorkerFixture: Sendable {
                 let user = users?[index] ?? Int64(index + 1)
                 let device = try await registry.register(
                     DeviceRegistration(token: token, platform: platform, deviceID: nil, tokenType: nil),
-                    userID: user, appID: appID, logger: workerLogger).device
+                    userID: user, appID: appID, logger: workerLogger
+                ).device
                 ids[token] = device.id
             }
             return ids
         }
     }
 
-    func enqueue(users: [Int64], message: String = #"{"notification":{"title":"Hi","body":"there"},"data":{"k":"v"}}"#,
-                 key: String? = nil, sendAt: Date? = nil, dryRun: Bool = false) async throws -> Int64 {
+    func enqueue(
+        users: [Int64], message: String = #"{"notification":{"title":"Hi","body":"there"},"data":{"k":"v"}}"#,
+        key: String? = nil, sendAt: Date? = nil, dryRun: Bool = false
+    ) async throws -> Int64 {
         try await sql { client in
             let rows = try await client.query(
-                "SELECT push_enqueue(app_code => 'wowa', user_ids => \(users), message => \(message)::jsonb, idempotency_key => \(key), send_at => \(sendAt), dry_run => \(dryRun))")
+                "SELECT push_enqueue(app_code => 'wowa', user_ids => \(users), message => \(message)::jsonb, idempotency_key => \(key), send_at => \(sendAt), dry_run => \(dryRun))"
+            )
             for try await id in rows.decode(Int64.self) { return id }
             throw CancellationError()
         }
@@ -120,7 +129,9 @@ struct WorkerFixture: Sendable {
         while ContinuousClock.now < deadline {
             let state = try await sql { client in
                 var result: (String, String?) = ("", nil)
-                for try await row in try await client.query("SELECT status, last_error FROM push_jobs WHERE id = \(job)").decode((String, String?).self) {
+                for try await row in try await client.query("SELECT status, last_error FROM push_jobs WHERE id = \(job)").decode(
+                    (String, String?).self)
+                {
                     result = row
                 }
                 return result
@@ -147,9 +158,11 @@ struct WorkerFixture: Sendable {
                 """
                 SELECT v.token, d.status, d.error_code, d.error_message, d.fcm_message_id, d.attempts
                   FROM push_deliveries d JOIN push_devices v ON v.id = d.device_id WHERE d.job_id = \(job)
-                """).decode((String, String, String?, String?, String?, Int).self) {
-                result[token] = Delivery(token: token, status: status, errorCode: code, errorMessage: message, messageID: messageID,
-                                         attempts: attempts)
+                """
+            ).decode((String, String, String?, String?, String?, Int).self) {
+                result[token] = Delivery(
+                    token: token, status: status, errorCode: code, errorMessage: message, messageID: messageID,
+                    attempts: attempts)
             }
             return result
         }

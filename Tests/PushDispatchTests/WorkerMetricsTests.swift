@@ -2,8 +2,8 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import PushDispatch
-import Testing
 import TestSupport
+import Testing
 
 @Suite("push-worker operations endpoints")
 struct WorkerMetricsTests {
@@ -18,7 +18,8 @@ struct WorkerMetricsTests {
             let (metrics, health, ready) = try await fixture.withWorker(configuration) { () async throws -> (String, UInt, UInt) in
                 _ = try await fixture.finished(job)
                 func get(_ path: String) async throws -> (UInt, String) {
-                    let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)"), timeout: .seconds(5))
+                    let response = try await HTTPClient.shared.execute(
+                        HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)"), timeout: .seconds(5))
                     return (response.status.code, String(buffer: try await response.body.collect(upTo: 1 << 20)))
                 }
                 return (try await get("/metrics").1, try await get("/healthz").0, try await get("/readyz").0)

@@ -1,10 +1,10 @@
+import DeviceRegistry
 import FCMEmulator
 import Foundation
 import PostgresNIO
 import PushDispatch
-import Testing
 import TestSupport
-import DeviceRegistry
+import Testing
 
 /// push-worker as deployed: a process that gets SIGTERM on deploys and SIGKILL on crashes.
 @Suite("push-worker process lifecycle", .timeLimit(.minutes(3)))
@@ -12,9 +12,11 @@ struct WorkerProcessTests {
     let worker = BuiltProduct("push-worker")
 
     func environment(_ fixture: WorkerFixture, concurrency: Int, lease: Int = 5) -> [String: String] {
-        ["DATABASE_URL": fixture.database.url, "FCM_BASE_URL": fixture.emulator.baseURL,
-         "GOOGLE_TOKEN_URL": fixture.emulator.tokenURL, "PUSH_CA_FILE": fixture.emulator.caFilePath ?? "",
-         "WORKER_CONCURRENCY": "\(concurrency)", "WORKER_LEASE_SECONDS": "\(lease)", "LOG_LEVEL": "info"]
+        [
+            "DATABASE_URL": fixture.database.url, "FCM_BASE_URL": fixture.emulator.baseURL,
+            "GOOGLE_TOKEN_URL": fixture.emulator.tokenURL, "PUSH_CA_FILE": fixture.emulator.caFilePath ?? "",
+            "WORKER_CONCURRENCY": "\(concurrency)", "WORKER_LEASE_SECONDS": "\(lease)", "LOG_LEVEL": "info",
+        ]
     }
 
     func seed(_ fixture: WorkerFixture, count: Int, prefix: String) async throws -> [String] {
@@ -30,7 +32,9 @@ struct WorkerProcessTests {
 
     func sentCount(_ fixture: WorkerFixture, _ job: Int64) async throws -> Int {
         try await fixture.sql { client in
-            for try await n in try await client.query("SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'").decode(Int.self) { return n }
+            for try await n in try await client.query("SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'")
+                .decode(Int.self)
+            { return n }
             return 0
         }
     }
@@ -54,7 +58,9 @@ struct WorkerProcessTests {
             // Everything it claimed was settled or handed over: no lease of the stopped worker is
             // left (devices claimed and not yet sent are released for the next worker at once).
             let leftover = try await fixture.sql { client in
-                try await count(client, """
+                try await count(
+                    client,
+                    """
                     SELECT ((SELECT count(*) FROM push_deliveries WHERE lease_owner IS NOT NULL)
                             + (SELECT count(*) FROM push_job_chunks WHERE lease_until > now()))::int
                     """)
@@ -91,7 +97,9 @@ struct WorkerProcessTests {
             let accepted = tokens.map { fixture.emulator.stats(for: $0).accepted }
             #expect(accepted.allSatisfy { $0 >= 1 }, "every device got its notification")
             let duplicates = accepted.reduce(0) { $0 + max(0, $1 - 1) }
-            print("after SIGKILL with \(acceptedAtKill) sends done: \(duplicates) duplicate sends of \(tokens.count), finished \(tookOver) later")
+            print(
+                "after SIGKILL with \(acceptedAtKill) sends done: \(duplicates) duplicate sends of \(tokens.count), finished \(tookOver) later"
+            )
             // Bound: what the crashed worker had in flight, or sent without recording the result.
             #expect(duplicates <= concurrency, "duplicates: \(duplicates)")
             // Its leased deliveries were taken over after the 5 s lease, not never.
@@ -106,14 +114,17 @@ struct WorkerProcessTests {
     /// Returns the job, the tokens, the second worker and what the emulator had accepted per
     /// token before it sent anything.
     func takeOverWithDevicesHeldBack(_ fixture: WorkerFixture, prefix: String) async throws
-        -> (job: Int64, tokens: [String], worker: RunningProduct, acceptedBefore: [String: Int]) {
+        -> (job: Int64, tokens: [String], worker: RunningProduct, acceptedBefore: [String: Int])
+    {
         fixture.emulator.script(tokenPrefix: prefix, .slow(.seconds(1)))
         let tokens = try await seed(fixture, count: 64, prefix: prefix)
         let job = try await fixture.campaign()
         func chunkOwners() async throws -> [String] {
             try await fixture.sql { client in
                 var owners: [String] = []
-                for try await owner in try await client.query("SELECT lease_owner FROM push_job_chunks").decode(String.self) { owners.append(owner) }
+                for try await owner in try await client.query("SELECT lease_owner FROM push_job_chunks").decode(String.self) {
+                    owners.append(owner)
+                }
                 return owners
             }
         }
@@ -148,8 +159,10 @@ struct WorkerProcessTests {
             small.signal(SIGTERM)
             #expect(await small.exitStatus(within: .seconds(20)) == 0, "\(small.log)")
             let (sent, due) = try await fixture.sql { client in
-                (try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'"),
-                 try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_until <= now()"))
+                (
+                    try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'"),
+                    try await count(client, "SELECT count(*)::int FROM push_job_chunks WHERE lease_until <= now()")
+                )
             }
             #expect(sent == 16 && due == 1, "sent \(sent), released chunks \(due): \(small.log)")
 
@@ -171,10 +184,11 @@ struct WorkerProcessTests {
     /// recorded as the job's ending says (the failure's reason included) and never sent.
     @Test(arguments: [JobDirectory.Ending.cancelled, .failed(reason: "app wowa: failed by the test")])
     func heldBackDevicesOfAnEndedJobAreRecordedNotSent(_ ending: JobDirectory.Ending) async throws {
-        let (status, code, message) = switch ending {
-        case .cancelled: ("skipped", "CANCELLED", "the job was cancelled")
-        case .failed(let reason): ("failed", "JOB_FAILED", reason)
-        }
+        let (status, code, message) =
+            switch ending {
+            case .cancelled: ("skipped", "CANCELLED", "the job was cancelled")
+            case .failed(let reason): ("failed", "JOB_FAILED", reason)
+            }
         try await WorkerFixture.with { fixture in
             let (job, tokens, small, acceptedBefore) = try await takeOverWithDevicesHeldBack(fixture, prefix: "\(status)-dev-")
             let didEnd = try await fixture.sql { client in
@@ -182,7 +196,9 @@ struct WorkerProcessTests {
             }
             #expect(didEnd)
             let deadline = ContinuousClock.now + .seconds(20)
-            while try await fixture.sql({ try await count($0, "SELECT count(*)::int FROM push_job_chunks") }) > 0, ContinuousClock.now < deadline {
+            while try await fixture.sql({ try await count($0, "SELECT count(*)::int FROM push_job_chunks") }) > 0,
+                ContinuousClock.now < deadline
+            {
                 try await Task.sleep(for: .milliseconds(50))
             }
             small.signal(SIGTERM)
@@ -190,8 +206,9 @@ struct WorkerProcessTests {
             let rows = try await fixture.deliveries(job)
             let sent = tokens.filter { rows[$0]?.status == "sent" }
             let ended = tokens.filter { rows[$0].map { ($0.status, $0.errorCode, $0.errorMessage) == (status, code, message) } ?? false }
-            #expect(rows.count == 64 && sent.count == 16 && ended.count == 48,
-                    "\(rows.values.map { [$0.status, $0.errorCode ?? "", $0.errorMessage ?? ""] })")
+            #expect(
+                rows.count == 64 && sent.count == 16 && ended.count == 48,
+                "\(rows.values.map { [$0.status, $0.errorCode ?? "", $0.errorMessage ?? ""] })")
             #expect(sent.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! + 1 })
             #expect(ended.allSatisfy { fixture.emulator.stats(for: $0).accepted == acceptedBefore[$0]! }, "a held-back device was sent")
         }
@@ -213,8 +230,9 @@ struct WorkerProcessTests {
             let account = try ServiceAccountFixture.generate(projectID: "wowa-project")
             emulator.registerServiceAccount(account.serviceAccount)
             let appID = try await database.withClient { client in
-                try await addApp(client, code: "wowa", projectID: account.projectID, clientEmail: account.clientEmail,
-                                 privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
+                try await addApp(
+                    client, code: "wowa", projectID: account.projectID, clientEmail: account.clientEmail,
+                    privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
             }
             try await body(cluster, WorkerFixture(database: database, emulator: emulator, account: account, appID: appID))
         }

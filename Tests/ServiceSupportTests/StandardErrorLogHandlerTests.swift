@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ServiceSupport
 
 /// Every value written to the log is one value on one line, whoever chose its text.

@@ -25,7 +25,8 @@ public struct Seed: Sendable {
     public func device(app: Int64, user: Int64, token: String, platform: String = "ios") async throws -> Int64 {
         try await DeviceDirectory(client: client).register(
             DeviceRegistration(token: token, platform: platform, deviceID: nil, tokenType: nil),
-            userID: user, appID: app, logger: Self.logger).device.id
+            userID: user, appID: app, logger: Self.logger
+        ).device.id
     }
 
     /// A job to `users`, or a campaign when nil.
@@ -38,13 +39,17 @@ public struct Seed: Sendable {
     /// What a worker leaves once it has expanded a job's audience into the rows seeded for it:
     /// nothing of it left to expand (else summaries count the audience's devices as pending too).
     public func expanded(_ jobs: Int64...) async throws {
-        try await run("UPDATE push_jobs SET audience_complete = true, audience_cursor = (SELECT max(id) FROM push_devices) WHERE id = ANY(\(jobs))")
+        try await run(
+            "UPDATE push_jobs SET audience_complete = true, audience_cursor = (SELECT max(id) FROM push_devices) WHERE id = ANY(\(jobs))")
     }
 
     @discardableResult
-    public func delivery(job: Int64, device: Int64, status: DeliveryStatus = .pending, errorCode: String? = nil,
-                         errorMessage: String? = nil, fcmMessageID: String? = nil, attempts: Int = 0) async throws -> Int64 {
-        try await value("""
+    public func delivery(
+        job: Int64, device: Int64, status: DeliveryStatus = .pending, errorCode: String? = nil,
+        errorMessage: String? = nil, fcmMessageID: String? = nil, attempts: Int = 0
+    ) async throws -> Int64 {
+        try await value(
+            """
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts)
             VALUES (\(job), \(device), \(status), \(errorCode), \(errorMessage), \(fcmMessageID), \(attempts)) RETURNING id
             """) ?? 0
@@ -66,8 +71,10 @@ public struct Seed: Sendable {
 /// changed in 2020.
 public struct AuditScenario: Sendable {
     /// Device tokens: 40 characters, of which a listing shows the first 20, with a tail that must never appear.
-    public static let tokens = ["wowa-user1-ios-tokenAPA91b-secret-tail-1", "wowa-user2-android-tAPA91b-secret-tail-2",
-                                "beta-user1-web-tokenAPA91b-secret-tail-3"]
+    public static let tokens = [
+        "wowa-user1-ios-tokenAPA91b-secret-tail-1", "wowa-user2-android-tAPA91b-secret-tail-2",
+        "beta-user1-web-tokenAPA91b-secret-tail-3",
+    ]
     public static let failure = (code: "UNREGISTERED", message: #"Requested entity was not found, "gone""#)
 
     /// [to users 1 and 2 of wowa, to user 1 of beta, a wowa campaign]
@@ -79,18 +86,25 @@ public struct AuditScenario: Sendable {
     public static func seed(_ client: PostgresClient) async throws -> AuditScenario {
         let seed = Seed(client)
         let (wowa, beta) = (try await seed.app("wowa"), try await seed.app("beta"))
-        let devices = [try await seed.device(app: wowa, user: 1, token: tokens[0], platform: "ios"),
-                       try await seed.device(app: wowa, user: 2, token: tokens[1], platform: "android"),
-                       try await seed.device(app: beta, user: 1, token: tokens[2], platform: "web")]
-        let jobs = [try await seed.job(app: "wowa", users: [1, 2]), try await seed.job(app: "beta", users: [1]),
-                    try await seed.job(app: "wowa", users: nil)]
+        let devices = [
+            try await seed.device(app: wowa, user: 1, token: tokens[0], platform: "ios"),
+            try await seed.device(app: wowa, user: 2, token: tokens[1], platform: "android"),
+            try await seed.device(app: beta, user: 1, token: tokens[2], platform: "web"),
+        ]
+        let jobs = [
+            try await seed.job(app: "wowa", users: [1, 2]), try await seed.job(app: "beta", users: [1]),
+            try await seed.job(app: "wowa", users: nil),
+        ]
         let deliveries = [
-            try await seed.delivery(job: jobs[0], device: devices[0], status: .sent, fcmMessageID: "projects/wowa/messages/0:1", attempts: 1),
-            try await seed.delivery(job: jobs[0], device: devices[1], status: .failed, errorCode: failure.code,
-                                    errorMessage: failure.message, attempts: 2),
+            try await seed.delivery(
+                job: jobs[0], device: devices[0], status: .sent, fcmMessageID: "projects/wowa/messages/0:1", attempts: 1),
+            try await seed.delivery(
+                job: jobs[0], device: devices[1], status: .failed, errorCode: failure.code,
+                errorMessage: failure.message, attempts: 2),
             try await seed.delivery(job: jobs[1], device: devices[2], status: .skipped),
             try await seed.delivery(job: jobs[2], device: devices[0]),
-            try await seed.delivery(job: jobs[2], device: devices[1], status: .sent, fcmMessageID: "projects/wowa/messages/2:1", attempts: 1),
+            try await seed.delivery(
+                job: jobs[2], device: devices[1], status: .sent, fcmMessageID: "projects/wowa/messages/2:1", attempts: 1),
         ]
         try await seed.run("UPDATE push_deliveries SET updated_at = '2020-06-01T00:00:00Z' WHERE id <= \(deliveries[1])")
         try await seed.expanded(jobs[0], jobs[1], jobs[2])
@@ -109,7 +123,9 @@ public struct AuditScenario: Sendable {
         public let since: String?
         public let expected: [Int]
 
-        init(job: Int? = nil, user: Int64? = nil, app: String? = nil, status: DeliveryStatus? = nil, since: String? = nil, _ expected: [Int]) {
+        init(
+            job: Int? = nil, user: Int64? = nil, app: String? = nil, status: DeliveryStatus? = nil, since: String? = nil, _ expected: [Int]
+        ) {
             (self.job, self.user, self.app, self.status, self.since, self.expected) = (job, user, app, status, since, expected)
         }
 
@@ -119,14 +135,17 @@ public struct AuditScenario: Sendable {
         }
 
         public func filter(_ scenario: AuditScenario) -> DeliveryFilter {
-            DeliveryFilter(jobID: job.map { scenario.jobs[$0] }, userID: user, appCode: app, status: status,
-                           since: since.flatMap(ISO8601Time.parse))
+            DeliveryFilter(
+                jobID: job.map { scenario.jobs[$0] }, userID: user, appCode: app, status: status,
+                since: since.flatMap(ISO8601Time.parse))
         }
 
         /// `jobId=…&userId=…` for GET /admin/deliveries.
         public func queryString(_ scenario: AuditScenario) -> String {
-            let pairs = [("jobId", job.map { String(scenario.jobs[$0]) }), ("userId", user.map(String.init)), ("appCode", app),
-                         ("status", status?.rawValue), ("since", since)]
+            let pairs = [
+                ("jobId", job.map { String(scenario.jobs[$0]) }), ("userId", user.map(String.init)), ("appCode", app),
+                ("status", status?.rawValue), ("since", since),
+            ]
             let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~:"))
             return pairs.compactMap { name, value in
                 value.map { "\(name)=\($0.addingPercentEncoding(withAllowedCharacters: unreserved) ?? $0)" }
@@ -135,8 +154,10 @@ public struct AuditScenario: Sendable {
 
         /// `--job … --user …` for pushctl deliveries.
         public func arguments(_ scenario: AuditScenario) -> [String] {
-            let pairs = [("--job", job.map { String(scenario.jobs[$0]) }), ("--user", user.map(String.init)), ("--app", app),
-                         ("--status", status?.rawValue), ("--since", since)]
+            let pairs = [
+                ("--job", job.map { String(scenario.jobs[$0]) }), ("--user", user.map(String.init)), ("--app", app),
+                ("--status", status?.rawValue), ("--since", since),
+            ]
             return pairs.flatMap { name, value in value.map { [name, $0] } ?? [] }
         }
 

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs one of the package's executables as a subprocess, the way operators and cron do.
@@ -35,11 +36,15 @@ public struct BuiltProduct: Sendable {
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         process.environment = Self.childEnvironment(environment)
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         let exited = AsyncStream<Int32> { continuation in
-            process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
+            process.terminationHandler = {
+                continuation.yield($0.terminationStatus)
+                continuation.finish()
+            }
         }
         try process.run()
         // Read both pipes to the end so a chatty child never blocks on a full pipe.

@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A throwaway nginx (Debian's nginx-light) on 127.0.0.1, speaking HTTP/2 over TLS with a
@@ -34,8 +35,10 @@ public final class NginxServer: Sendable {
         /// builds nginx --with-debug) logs every frame, e.g. `http2 send RST_STREAM frame sid:…`.
         public var errorLogLevel: String
 
-        public init(maxConcurrentStreams: Int? = nil, requestsPerConnection: Int? = nil, readsRequestBodyFirst: Bool = false,
-                    errorLogLevel: String? = nil) {
+        public init(
+            maxConcurrentStreams: Int? = nil, requestsPerConnection: Int? = nil, readsRequestBodyFirst: Bool = false,
+            errorLogLevel: String? = nil
+        ) {
             self.maxConcurrentStreams = maxConcurrentStreams
             self.requestsPerConnection = requestsPerConnection
             self.readsRequestBodyFirst = readsRequestBodyFirst
@@ -86,7 +89,9 @@ public final class NginxServer: Sendable {
     /// Starts nginx, stops it and removes its folder when `body` ends (whether it returns or
     /// throws). With PUSH_TESTS_KEEP_NGINX=1 in the environment the folder (config, logs) is kept
     /// for a look, and its path printed.
-    public static func withRunning<T: Sendable>(_ options: Options = Options(), _ body: @Sendable (NginxServer) async throws -> T) async throws -> T {
+    public static func withRunning<T: Sendable>(_ options: Options = Options(), _ body: @Sendable (NginxServer) async throws -> T)
+        async throws -> T
+    {
         let server = try await start(options)
         let result: Result<T, any Error>
         do { result = .success(try await body(server)) } catch { result = .failure(error) }
@@ -120,7 +125,8 @@ public final class NginxServer: Sendable {
                 try configuration(port: port, directory: directory, options: options)
                     .write(toFile: "\(directory)/nginx.conf", atomically: true, encoding: .utf8)
                 let process = try launch(directory: directory)
-                let server = NginxServer(port: port, directory: directory, caFilePath: "\(directory)/ca.pem", options: options, process: process)
+                let server = NginxServer(
+                    port: port, directory: directory, caFilePath: "\(directory)/ca.pem", options: options, process: process)
                 NginxCleanup.register(server)
                 if try await server.waitUntilAccepting() { return server }
                 let log = server.errorLog
@@ -171,11 +177,13 @@ public final class NginxServer: Sendable {
             // The format is `log_format fcm` in `configuration`: fields without spaces.
             let fields = line.split(separator: " ").map(String.init)
             guard fields.count == 8, let connection = Int(fields[1]), let number = Int(fields[2]), let status = Int(fields[5]),
-                  let length = Int(fields[6]) else {
+                let length = Int(fields[6])
+            else {
                 throw Failure(description: "unexpected access log line: \(line)")
             }
-            return LoggedRequest(connection: connection, requestOnConnection: number, method: fields[3], path: fields[4],
-                                 status: status, requestLength: length, protocol: fields[7])
+            return LoggedRequest(
+                connection: connection, requestOnConnection: number, method: fields[3], path: fields[4],
+                status: status, requestLength: length, protocol: fields[7])
         }
     }
 
@@ -248,12 +256,15 @@ public final class NginxServer: Sendable {
 
     static func configuration(port: Int, directory: String, options: Options) -> String {
         let answer = "default_type application/json;\n            return 200 '\(cannedResponse)';"
-        let send = options.readsRequestBodyFirst
+        let send =
+            options.readsRequestBodyFirst
             // The proxy reads the whole body before it connects upstream; the inner server
             // need not see the body.
             ? "proxy_pass http://unix:\(directory)/inner.sock;\n            proxy_pass_request_body off;\n            proxy_set_header Content-Length \"\";"
             : answer
-        let inner = options.readsRequestBodyFirst ? """
+        let inner =
+            options.readsRequestBodyFirst
+            ? """
 
                 server {
                     listen unix:\(directory)/inner.sock;
@@ -322,13 +333,20 @@ public final class NginxServer: Sendable {
         try config.write(toFile: "\(directory)/openssl.cnf", atomically: true, encoding: .utf8)
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         let serial = "0x" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-        try openssl(["req", "-x509", "-config", "\(directory)/openssl.cnf", "-extensions", "ca"] + key
-            + ["-keyout", "\(directory)/ca.key", "-out", "\(directory)/ca.pem", "-days", "7", "-subj", "/O=push-service tests/CN=nginx test CA"])
-        try openssl(["req", "-new", "-config", "\(directory)/openssl.cnf"] + key
-            + ["-keyout", "\(directory)/server.key", "-out", "\(directory)/server.csr", "-subj", "/CN=127.0.0.1"])
-        try openssl(["x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.pem", "-CAkey", "\(directory)/ca.key",
-                     "-set_serial", serial, "-days", "7", "-extfile", "\(directory)/openssl.cnf", "-extensions", "server",
-                     "-out", "\(directory)/server.pem"])
+        try openssl(
+            ["req", "-x509", "-config", "\(directory)/openssl.cnf", "-extensions", "ca"] + key
+                + [
+                    "-keyout", "\(directory)/ca.key", "-out", "\(directory)/ca.pem", "-days", "7", "-subj",
+                    "/O=push-service tests/CN=nginx test CA",
+                ])
+        try openssl(
+            ["req", "-new", "-config", "\(directory)/openssl.cnf"] + key
+                + ["-keyout", "\(directory)/server.key", "-out", "\(directory)/server.csr", "-subj", "/CN=127.0.0.1"])
+        try openssl([
+            "x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.pem", "-CAkey", "\(directory)/ca.key",
+            "-set_serial", serial, "-days", "7", "-extfile", "\(directory)/openssl.cnf", "-extensions", "server",
+            "-out", "\(directory)/server.pem",
+        ])
     }
 
     private static func openssl(_ arguments: [String]) throws {

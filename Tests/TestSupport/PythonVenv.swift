@@ -41,8 +41,10 @@ public enum PythonVenv {
             let venv = try await Subprocess.run("/usr/bin/env", ["python3", "-m", "venv", folder], timeLimit: .seconds(120))
             guard venv.status == 0 else {
                 try? FileManager.default.removeItem(atPath: folder)
-                return installation(.failure(InstallationFailure(
-                    step: "python3 -m venv (scripts/test installs python3-venv)", output: venv.output, pypiUnreachable: false)))
+                return installation(
+                    .failure(
+                        InstallationFailure(
+                            step: "python3 -m venv (scripts/test installs python3-venv)", output: venv.output, pypiUnreachable: false)))
             }
             let pip = try await Subprocess.run(
                 folder + "/bin/pip", ["install", "--quiet", "--retries", "2", "--timeout", "30"] + requirements,

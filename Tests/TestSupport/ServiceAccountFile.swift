@@ -1,5 +1,5 @@
-import _CryptoExtras
 import Foundation
+import _CryptoExtras
 
 /// A Google-style service-account JSON key file with a fresh RSA key, as the Firebase console
 /// hands it out (PKCS#8 PEM, `\n` escaped in JSON).
@@ -25,7 +25,8 @@ public struct ServiceAccountFile: Sendable {
         ]
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString).json").path
         try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
-        return ServiceAccountFile(projectID: projectID, clientEmail: email, privateKeyID: keyID,
-                                  privateKeyPEM: key.pkcs8PEMRepresentation, path: path)
+        return ServiceAccountFile(
+            projectID: projectID, clientEmail: email, privateKeyID: keyID,
+            privateKeyPEM: key.pkcs8PEMRepresentation, path: path)
     }
 }

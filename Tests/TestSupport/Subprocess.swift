@@ -15,8 +15,10 @@ public enum Subprocess {
 
     /// Runs `executable` with this process's environment plus `environment`, in `directory` when
     /// given; past `timeLimit` the child is terminated and `TimedOut` thrown with what it printed.
-    public static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                           directory: String? = nil, timeLimit: Duration) async throws -> Run {
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        directory: String? = nil, timeLimit: Duration
+    ) async throws -> Run {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("subprocess-\(UUID().uuidString).log")
         try Data().write(to: log)
         defer { try? FileManager.default.removeItem(at: log) }
@@ -30,7 +32,10 @@ public enum Subprocess {
         process.standardOutput = handle
         process.standardError = handle
         let exited = AsyncStream<Int32> { continuation in
-            process.terminationHandler = { continuation.yield($0.terminationStatus); continuation.finish() }
+            process.terminationHandler = {
+                continuation.yield($0.terminationStatus)
+                continuation.finish()
+            }
         }
         try process.run()
         let status = await withTaskGroup(of: Int32?.self) { group in

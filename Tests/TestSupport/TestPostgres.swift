@@ -3,9 +3,10 @@ import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
-import ServiceSupport
+    import Glibc
+    import ServiceSupport
 #endif
 
 /// The PostgreSQL the tests run against: `TEST_DATABASE_URL` when given, otherwise a throwaway
@@ -68,9 +69,10 @@ public actor TestPostgres {
         let server: Server
         if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
             let configuration = try DatabaseConfiguration.parse(url)
-            server = Server(host: configuration.host ?? "127.0.0.1", port: configuration.port ?? 5432,
-                            user: configuration.username, password: configuration.password,
-                            adminDatabase: configuration.database ?? "postgres")
+            server = Server(
+                host: configuration.host ?? "127.0.0.1", port: configuration.port ?? 5432,
+                user: configuration.username, password: configuration.password,
+                adminDatabase: configuration.database ?? "postgres")
         } else {
             server = try LocalCluster.start().server
         }
@@ -147,11 +149,15 @@ public final class LocalCluster: Sendable {
     /// service is already configured for), otherwise on a free one.
     public static func start(port requestedPort: Int? = nil) throws -> LocalCluster {
         let binaries = try binDirectory()
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("push-tests-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "push-tests-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        ).path
         try FileManager.default.createDirectory(atPath: "\(root)/run", withIntermediateDirectories: true)
         let runAs: String? = getuid() == 0 ? try unprivilegedUser() : nil
         if let runAs { try run("/bin/chown", ["-R", runAs, root]) }
-        try run("\(binaries)/initdb", ["-D", "\(root)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"], as: runAs)
+        try run(
+            "\(binaries)/initdb", ["-D", "\(root)/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"],
+            as: runAs)
         let cluster = LocalCluster(port: try requestedPort ?? freePort(), binaries: binaries, root: root, runAs: runAs)
         ClusterCleanup.register(cluster)
         try cluster.startServer()
@@ -159,8 +165,10 @@ public final class LocalCluster: Sendable {
     }
 
     private func startServer() throws {
-        let options = "-p \(port) -k \(root)/run -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB"
-        try Self.run("\(binaries)/pg_ctl", ["-D", "\(root)/data", "-o", options, "-l", "\(root)/postgres.log", "-w", "-t", "60", "start"], as: runAs)
+        let options =
+            "-p \(port) -k \(root)/run -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB"
+        try Self.run(
+            "\(binaries)/pg_ctl", ["-D", "\(root)/data", "-o", options, "-l", "\(root)/postgres.log", "-w", "-t", "60", "start"], as: runAs)
     }
 
     /// Starts the stopped server again on the same port and data.
@@ -182,12 +190,14 @@ public final class LocalCluster: Sendable {
 
     private func signalServer(_ signal: Int32) {
         guard let pidFile = try? String(contentsOfFile: "\(root)/data/postmaster.pid", encoding: .utf8),
-              let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) }) else { return }
+            let postmaster = pidFile.split(separator: "\n").first.flatMap({ Int32($0) })
+        else { return }
         kill(postmaster, signal)
         // The backends: every process whose parent is the postmaster (field 4 of /proc/<pid>/stat).
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                  let afterName = stat.range(of: ") ", options: .backwards) else { continue }
+                let afterName = stat.range(of: ") ", options: .backwards)
+            else { continue }
             let fields = stat[afterName.upperBound...].split(separator: " ")
             if fields.count > 1, Int32(fields[1]) == postmaster { kill(pid, signal) }
         }
@@ -204,7 +214,9 @@ public final class LocalCluster: Sendable {
             .sorted { (Int($0) ?? 0) > (Int($1) ?? 0) }
             .map { "/usr/lib/postgresql/\($0)/bin" }
         guard let directory = candidates.first(where: { FileManager.default.isExecutableFile(atPath: "\($0)/initdb") }) else {
-            throw Failure(description: "PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql), or set TEST_DATABASE_URL")
+            throw Failure(
+                description:
+                    "PostgreSQL server binaries not found under /usr/lib/postgresql (apt-get install postgresql), or set TEST_DATABASE_URL")
         }
         return directory
     }
@@ -249,7 +261,7 @@ public final class LocalCluster: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         var cArguments = argv.map { strdup($0) } + [nil]
-        defer { cArguments.forEach { free($0) } }
+        defer { for argument in cArguments { free(argument) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
         guard spawned == 0 else { throw Failure(description: "cannot start \(argv[0]): error \(spawned)") }
@@ -274,7 +286,7 @@ enum ClusterCleanup {
             return list.count == 1
         }
         if first {
-            atexit { ClusterCleanup.clusters.withLock { $0 }.forEach { $0.destroy() } }
+            atexit { for cluster in ClusterCleanup.clusters.withLock({ $0 }) { cluster.destroy() } }
         }
     }
 }

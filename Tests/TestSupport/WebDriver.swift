@@ -1,11 +1,12 @@
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import AsyncHTTPClient
+import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A W3C WebDriver client for chromedriver: JSON over HTTP on loopback, just the commands the
 /// console's browser tests use. Failures carry WebDriver's error name and message.
@@ -26,12 +27,18 @@ public struct WebDriverSession: Sendable {
     public static func start(driver: ChromeDriver, width: Int = 1280, height: Int = 900) async throws -> WebDriverSession {
         let options: [String: Any] = [
             "binary": driver.chromiumPath,
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=\(width),\(height)",
-                     "--disable-extensions", "--no-first-run", "--hide-scrollbars", "--force-device-scale-factor=1"],
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=\(width),\(height)",
+                "--disable-extensions", "--no-first-run", "--hide-scrollbars", "--force-device-scale-factor=1",
+            ],
         ]
-        let capabilities: [String: Any] = ["capabilities": ["alwaysMatch": [
-            "browserName": "chrome", "goog:chromeOptions": options, "unhandledPromptBehavior": "ignore",
-        ]]]
+        let capabilities: [String: Any] = [
+            "capabilities": [
+                "alwaysMatch": [
+                    "browserName": "chrome", "goog:chromeOptions": options, "unhandledPromptBehavior": "ignore",
+                ]
+            ]
+        ]
         let value = try await WebDriverHTTP.call(driver.url.appendingPathComponent("session"), method: "POST", body: capabilities)
         guard let id = (value as? [String: Any])?["sessionId"] as? String else {
             throw WebDriverError(error: "session not created", message: "no sessionId in \(value)")
@@ -126,7 +133,8 @@ public struct WebDriverSession: Sendable {
         try await execute("document.documentElement.dataset.webdriverLeaving = 'yes'")
         try await click(css)
         let arrived = try await wait(for: timeout) {
-            try await execute("return document.readyState === 'complete' && !document.documentElement.dataset.webdriverLeaving") as? Bool == true
+            try await execute("return document.readyState === 'complete' && !document.documentElement.dataset.webdriverLeaving") as? Bool
+                == true
         }
         guard arrived else { throw WebDriverError(error: "timeout", message: "no new page after clicking \(css)") }
     }
@@ -177,8 +185,10 @@ public struct WebDriverSession: Sendable {
 
     /// Polls `condition` until it holds or `timeout` passes; the last value is returned either way.
     @discardableResult
-    public func wait(for timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(100),
-                     until condition: @Sendable () async throws -> Bool) async throws -> Bool {
+    public func wait(
+        for timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(100),
+        until condition: @Sendable () async throws -> Bool
+    ) async throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if (try? await condition()) == true { return true }
@@ -210,7 +220,8 @@ enum WebDriverHTTP {
         let reply = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) as? [String: Any] ?? [:]
         let value = reply["value"] ?? NSNull()
         if let failure = value as? [String: Any], let error = failure["error"] as? String {
-            throw WebDriverError(error: error, message: (failure["message"] as? String ?? "").split(separator: "\n").first.map(String.init) ?? "")
+            throw WebDriverError(
+                error: error, message: (failure["message"] as? String ?? "").split(separator: "\n").first.map(String.init) ?? "")
         }
         return value
     }
@@ -229,7 +240,8 @@ public final class ChromeDriver: Sendable {
     public static func installed() -> (chromium: String, driver: String)? {
         let fileManager = FileManager.default
         guard let chromium = chromiumCandidates.first(where: fileManager.isExecutableFile(atPath:)),
-              let driver = driverCandidates.first(where: fileManager.isExecutableFile(atPath:)) else { return nil }
+            let driver = driverCandidates.first(where: fileManager.isExecutableFile(atPath:))
+        else { return nil }
         return (chromium, driver)
     }
 
@@ -250,7 +262,8 @@ public final class ChromeDriver: Sendable {
 
     public init() async throws {
         guard let (chromium, driver) = Self.installed() else {
-            throw WebDriverError(error: "not installed", message: "chromium or chromedriver is missing after apt-get install chromium chromium-driver")
+            throw WebDriverError(
+                error: "not installed", message: "chromium or chromedriver is missing after apt-get install chromium chromium-driver")
         }
         let port = try LocalCluster.freePort()
         chromiumPath = chromium

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WireFormats
 
 @Suite("The strict JSON reader: registration bodies, access tokens, pushctl options")
@@ -9,18 +10,21 @@ struct JSONParserTests {
     }
 
     @Test func readsEveryKindOfValue() throws {
-        let value = try Self.parse(#" { "s" : "a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00" , "i":-42, "z":0, "big":9223372036854775808,"#
-                                   + #" "f":1.5e3, "t":true, "n":null, "a":[ [], {}, false ] } "#)
-        #expect(value == .object([
-            "s": .string("a\"b\\c/d\u{8}\u{C}\n\r\té😀"),
-            "i": .integer(-42),
-            "z": .integer(0),
-            "big": .number(Decimal(string: "9223372036854775808")!),
-            "f": .number(1500),
-            "t": .bool(true),
-            "n": .null,
-            "a": .array([.array([]), .object([:]), .bool(false)]),
-        ]))
+        let value = try Self.parse(
+            #" { "s" : "a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00" , "i":-42, "z":0, "big":9223372036854775808,"#
+                + #" "f":1.5e3, "t":true, "n":null, "a":[ [], {}, false ] } "#)
+        #expect(
+            value
+                == .object([
+                    "s": .string("a\"b\\c/d\u{8}\u{C}\n\r\té😀"),
+                    "i": .integer(-42),
+                    "z": .integer(0),
+                    "big": .number(Decimal(string: "9223372036854775808")!),
+                    "f": .number(1500),
+                    "t": .bool(true),
+                    "n": .null,
+                    "a": .array([.array([]), .object([:]), .bool(false)]),
+                ]))
         #expect(try Self.parse(#""plain""#) == .string("plain"))
         #expect(try Self.parse(#"{"k":1,"k":2}"#) == .object(["k": .integer(2)]))
         #expect(try Self.parse("\"é\"") == .string("é"))

@@ -13,7 +13,7 @@ struct WireJSONTests {
             let date = Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
             let seconds = Date(timeIntervalSince1970: Double(microseconds / 1_000_000))
             var expected = seconds.formatted(whole)
-            expected.removeLast()   // the "Z"
+            expected.removeLast()  // the "Z"
             let millisecond = microseconds / 1000 % 1000
             expected += "." + String(repeating: "0", count: 3 - String(millisecond).count) + String(millisecond) + "Z"
             #expect(WireJSON.formatted(date) == expected)
@@ -24,7 +24,9 @@ struct WireJSONTests {
     }
 
     @Test func keysSortedSlashesUnescaped() {
-        let value = JSONValue.object(["b": .string("a/b\"\\\u{1}"), "a": .array([.integer(-1), .number(Decimal(string: "1.5")!), .bool(true), .null])])
+        let value = JSONValue.object([
+            "b": .string("a/b\"\\\u{1}"), "a": .array([.integer(-1), .number(Decimal(string: "1.5")!), .bool(true), .null]),
+        ])
         #expect(String(decoding: WireJSON.encoded(value), as: UTF8.self) == #"{"a":[-1,1.5,true,null],"b":"a/b\"\\\u0001"}"#)
         #expect(WireJSON.quoted("quo\"te/") == #""quo\"te/""#)
     }

@@ -67,7 +67,7 @@ public struct AppDirectory: Sendable {
                 RETURNING \(unescaped: Self.columns)
                 """, logger: logger)
             return try await Self.first(rows)!
-        } catch where DatabaseErrorText.sqlState(error) == .uniqueViolation {
+        } catch  where DatabaseErrorText.sqlState(error) == .uniqueViolation {
             throw AppDirectoryError.duplicateCode(code)
         }
     }
@@ -126,7 +126,8 @@ public struct AppDirectory: Sendable {
         """
 
     private static func app(_ row: Row) -> App {
-        App(id: row.0, code: row.1, name: row.2, fcmProjectID: row.3, fcmClientEmail: row.4,
+        App(
+            id: row.0, code: row.1, name: row.2, fcmProjectID: row.3, fcmClientEmail: row.4,
             hasCredentials: row.5, isProjectProven: row.6, createdAt: row.7, maxSendsPerSecond: row.8)
     }
 

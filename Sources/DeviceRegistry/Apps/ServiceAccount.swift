@@ -1,6 +1,6 @@
-import _CryptoExtras
 import Foundation
 import WireFormats
+import _CryptoExtras
 
 /// The fields of a Google service-account JSON key file that FCM sending needs.
 /// `description` never includes the private key.
@@ -45,8 +45,9 @@ public struct ServiceAccount: Sendable, Equatable, CustomStringConvertible {
         } catch {
             throw .unreadablePrivateKey
         }
-        self.init(projectID: projectID, clientEmail: clientEmail, privateKeyPEM: key,
-                  privateKeyID: try string("private_key_id").flatMap { $0.isEmpty ? nil : $0 })
+        self.init(
+            projectID: projectID, clientEmail: clientEmail, privateKeyPEM: key,
+            privateKeyID: try string("private_key_id").flatMap { $0.isEmpty ? nil : $0 })
     }
 }
 

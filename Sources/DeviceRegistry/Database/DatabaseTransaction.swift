@@ -18,8 +18,10 @@ public struct DatabaseTransaction: Sendable {
         public var description: String { "the database connection closed during a transaction" }
     }
 
-    public static func run<T: Sendable>(_ client: PostgresClient, logger: Logger,
-                                        _ body: (DatabaseTransaction) async throws -> T) async throws -> T {
+    public static func run<T: Sendable>(
+        _ client: PostgresClient, logger: Logger,
+        _ body: (DatabaseTransaction) async throws -> T
+    ) async throws -> T {
         try await client.withConnection { connection in
             let transaction = DatabaseTransaction(connection: connection, logger: logger)
             try await transaction.query("BEGIN")

@@ -5,7 +5,8 @@ import PostgresNIO
 /// this program, a row written by hand) fails the row's decoding rather than turning into some
 /// other case. Interpolated as its raw value, so messages and logs spell it as the database does.
 public protocol TextColumnEnum: RawRepresentable<String>, CaseIterable, Sendable, CustomStringConvertible,
-    PostgresDecodable, PostgresNonThrowingEncodable, PostgresArrayEncodable {}
+    PostgresDecodable, PostgresNonThrowingEncodable, PostgresArrayEncodable
+{}
 
 extension TextColumnEnum {
     public var description: String { rawValue }
@@ -21,8 +22,10 @@ extension TextColumnEnum {
         rawValue.encode(into: &byteBuffer, context: context)
     }
 
-    public init<JSONDecoder: PostgresJSONDecoder>(from buffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat,
-                                                  context: PostgresDecodingContext<JSONDecoder>) throws {
+    public init<JSONDecoder: PostgresJSONDecoder>(
+        from buffer: inout ByteBuffer, type: PostgresDataType, format: PostgresFormat,
+        context: PostgresDecodingContext<JSONDecoder>
+    ) throws {
         guard let value = Self(rawValue: try String(from: &buffer, type: type, format: format, context: context)) else {
             throw PostgresDecodingError.Code.failure
         }

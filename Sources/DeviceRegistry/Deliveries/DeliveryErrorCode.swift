@@ -6,7 +6,8 @@ import PostgresNIO
 /// functions write for what happens before or instead of a send. The constants are the codes
 /// this project writes or acts on; docs/sending.md explains each.
 public struct DeliveryErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible,
-    PostgresNonThrowingEncodable, PostgresArrayEncodable {
+    PostgresNonThrowingEncodable, PostgresArrayEncodable
+{
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }

@@ -23,8 +23,16 @@ public struct DeliveryRecord: Sendable, Equatable, Encodable {
     public let updatedAt: Date
 
     enum CodingKeys: String, CodingKey {
-        case id, jobID = "jobId", deviceID = "deviceId", userID = "userId", appCode, platform, maskedToken = "token", status
-        case errorCode, errorMessage, fcmMessageID = "fcmMessageId", attempts, createdAt, updatedAt
+        case id
+        case jobID = "jobId"
+        case deviceID = "deviceId"
+        case userID = "userId"
+        case appCode, platform
+        case maskedToken = "token"
+        case status
+        case errorCode, errorMessage
+        case fcmMessageID = "fcmMessageId"
+        case attempts, createdAt, updatedAt
     }
 }
 
@@ -39,8 +47,10 @@ public struct DeliveryFilter: Sendable, Equatable {
     /// One device's deliveries (`push_devices.id`), read through its index of deliveries by device.
     public var deviceID: Int64?
 
-    public init(jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: DeliveryStatus? = nil, since: Date? = nil,
-                deviceID: Int64? = nil) {
+    public init(
+        jobID: Int64? = nil, userID: Int64? = nil, appCode: String? = nil, status: DeliveryStatus? = nil, since: Date? = nil,
+        deviceID: Int64? = nil
+    ) {
         self.jobID = jobID
         self.userID = userID
         self.appCode = appCode
@@ -91,8 +101,10 @@ public struct DeliveryLog: Sendable {
     /// whole campaign's log streams through in constant memory. The next rows are read only as
     /// `body` returns, so a body that awaits a slow reader (an HTTP download) holds the query back
     /// instead of buffering what it has not written yet.
-    public func each(_ filter: DeliveryFilter, below cursor: Int64? = nil, limit: Int? = nil,
-                     _ body: (DeliveryRecord) async throws -> Void) async throws {
+    public func each(
+        _ filter: DeliveryFilter, below cursor: Int64? = nil, limit: Int? = nil,
+        _ body: (DeliveryRecord) async throws -> Void
+    ) async throws {
         let rows = try await client.query(
             """
             SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
@@ -112,10 +124,11 @@ public struct DeliveryLog: Sendable {
             """, logger: logger)
         typealias Row = (Int64, Int64, Int64, Int64, String, Platform, String, DeliveryStatus, String?, String?, String?, Int, Date, Date)
         for try await row in rows.decode(Row.self) {
-            try await body(DeliveryRecord(
-                id: row.0, jobID: row.1, deviceID: row.2, userID: row.3, appCode: row.4, platform: row.5,
-                maskedToken: maskedToken(row.6), status: row.7, errorCode: row.8, errorMessage: row.9,
-                fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13))
+            try await body(
+                DeliveryRecord(
+                    id: row.0, jobID: row.1, deviceID: row.2, userID: row.3, appCode: row.4, platform: row.5,
+                    maskedToken: maskedToken(row.6), status: row.7, errorCode: row.8, errorMessage: row.9,
+                    fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13))
         }
     }
 }

@@ -50,9 +50,11 @@ public struct DeviceRegistration: Sendable, Equatable {
                 throw .invalid("deviceId must be 1 to 200 characters")
             }
             // Line and paragraph separators too: in a UTF-8 database, [[:cntrl:]] matches them.
-            guard !deviceID.unicodeScalars.contains(where: {
-                [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
-            }) else {
+            guard
+                !deviceID.unicodeScalars.contains(where: {
+                    [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
+                })
+            else {
                 throw .invalid("deviceId must not contain control, format or line separator characters")
             }
         }

@@ -29,10 +29,13 @@ public struct DeviceDirectory: Sendable {
     /// (`account_switch`), the user's other active tokens on the same `deviceId` (`replaced`), and
     /// the user's least recently registered devices beyond `maximumActiveDevices` in the app
     /// (`device_limit`).
-    public func register(_ registration: DeviceRegistration, userID: Int64, appID: Int64,
-                         maximumActiveDevices: Int = defaultMaximumActiveDevices, logger: Logger) async throws -> Registered {
-        let statement = RegisterStatement(userID: userID, appID: appID, registration: registration,
-                                          maximumActiveDevices: maximumActiveDevices)
+    public func register(
+        _ registration: DeviceRegistration, userID: Int64, appID: Int64,
+        maximumActiveDevices: Int = defaultMaximumActiveDevices, logger: Logger
+    ) async throws -> Registered {
+        let statement = RegisterStatement(
+            userID: userID, appID: appID, registration: registration,
+            maximumActiveDevices: maximumActiveDevices)
         let row = try await Self.retryingConflicts(logger: logger) {
             for try await row in try await client.execute(statement, logger: logger) { return row }
             preconditionFailure("push_register_device returns exactly one row")
@@ -58,8 +61,10 @@ public struct DeviceDirectory: Sendable {
     /// registration's cost in the database is the statement and the commit around the function,
     /// not the function itself: a batch of 4 to 8 costs PostgreSQL about half the CPU per
     /// registration. All or nothing: any error fails the whole batch, and is not retried here.
-    public func register(batch: [Registration], maximumActiveDevices: Int = defaultMaximumActiveDevices,
-                         logger: Logger) async throws -> [Registered] {
+    public func register(
+        batch: [Registration], maximumActiveDevices: Int = defaultMaximumActiveDevices,
+        logger: Logger
+    ) async throws -> [Registered] {
         var registered = [Registered?](repeating: nil, count: batch.count)
         let statement = RegisterBatchStatement(batch: batch, maximumActiveDevices: maximumActiveDevices)
         for try await row in try await client.execute(statement, logger: logger) {
@@ -154,7 +159,9 @@ public struct DeviceDirectory: Sendable {
     /// active tokens on that `deviceId`: a logout racing a token refresh wins (the refresh's new
     /// row would otherwise keep the logged-out phone receiving). Idempotent: an already inactive
     /// device is fine. Returns false when the id is not one of this user's devices in this app.
-    public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: DeactivationReason = .logout, logger: Logger) async throws -> Bool {
+    public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: DeactivationReason = .logout, logger: Logger)
+        async throws -> Bool
+    {
         let rows = try await client.query(
             """
             WITH target AS (
@@ -185,7 +192,9 @@ public struct DeviceDirectory: Sendable {
              LIMIT \(limit)
             """, logger: logger)
         var devices: [Device] = []
-        for try await row in rows.decode((Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self) {
+        for try await row in rows.decode(
+            (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self)
+        {
             devices.append(Self.device(row))
         }
         return devices
@@ -219,7 +228,9 @@ public struct DeviceDirectory: Sendable {
              LIMIT \(limit + 1)
             """, logger: logger)
         var devices: [Device] = []
-        for try await row in rows.decode((Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self) {
+        for try await row in rows.decode(
+            (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self)
+        {
             devices.append(Self.device(row))
         }
         guard devices.count > limit else { return Page(devices: devices, nextCursor: nil) }
@@ -227,9 +238,12 @@ public struct DeviceDirectory: Sendable {
         return Page(devices: devices, nextCursor: devices.last?.id)
     }
 
-    private static func device(_ row: (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?)) -> Device {
-        Device(id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: row.4, platform: row.5, deviceID: row.6, isActive: row.7,
-               lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11)
+    private static func device(
+        _ row: (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?)
+    ) -> Device {
+        Device(
+            id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: row.4, platform: row.5, deviceID: row.6, isActive: row.7,
+            lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11)
     }
 
     /// A deadlock or serialization failure between registrations touching the
@@ -239,7 +253,7 @@ public struct DeviceDirectory: Sendable {
         while true {
             do {
                 return try await body()
-            } catch where attempt < attempts && [.deadlockDetected, .serializationFailure].contains(DatabaseErrorText.sqlState(error)) {
+            } catch  where attempt < attempts && [.deadlockDetected, .serializationFailure].contains(DatabaseErrorText.sqlState(error)) {
                 logger.debug("registration conflict, retrying", metadata: ["push.attempt": "\(attempt)"])
                 attempt += 1
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 * attempt))))

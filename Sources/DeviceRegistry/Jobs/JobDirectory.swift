@@ -136,9 +136,11 @@ public struct JobDirectory: Sendable {
     /// when the idempotency key was used before). `priority` nil is the function's default (high
     /// for users, bulk for a campaign); `expiresAt` or `ttl` (from `sendAt`), not both, makes what
     /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``.
-    public func enqueue(appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
-                        idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
-                        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil) async throws -> Int64 {
+    public func enqueue(
+        appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
+        idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
+        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil
+    ) async throws -> Int64 {
         var sql = PostgresQuery.StringInterpolation(literalCapacity: 400, interpolationCount: 10)
         if let userIDs {
             sql.appendLiteral("SELECT push_enqueue(app_code => ")
@@ -174,18 +176,19 @@ public struct JobDirectory: Sendable {
             let rows = try await client.query(PostgresQuery(stringInterpolation: sql), logger: logger)
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
             for try await id in rows.decode(Int64.self) { return id }
-        } catch where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
+        } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
             // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime
             // out of PostgreSQL's range (22008).
             let text = DatabaseErrorText.describe(error)
-            let parameter: EnqueueRejected.Parameter? = if text.hasPrefix("unknown app code") {
-                .appCode
-            } else if (expiresAt != nil || ttl != nil) && ["expires_at", "ttl", "out of range"].contains(where: text.contains) {
-                .expiry
-            } else {
-                nil
-            }
+            let parameter: EnqueueRejected.Parameter? =
+                if text.hasPrefix("unknown app code") {
+                    .appCode
+                } else if (expiresAt != nil || ttl != nil) && ["expires_at", "ttl", "out of range"].contains(where: text.contains) {
+                    .expiry
+                } else {
+                    nil
+                }
             throw EnqueueRejected(description: text, parameter: parameter)
         }
         preconditionFailure("the enqueue functions return one row")
@@ -202,22 +205,23 @@ public struct JobDirectory: Sendable {
     /// checked on the primary key's walk down from the cursor.
     public func list(_ filter: JobFilter, below cursor: Int64? = nil, limit: Int) async throws -> [JobSummary] {
         let campaign = filter.kind.map { $0 == .campaign }
-        return try await summaries(client.query(
-            """
-            \(unescaped: Self.select)
-             WHERE j.id IN (
-                   -- The page's jobs first: counting deliveries for every job before the LIMIT
-                   -- read the whole delivery log (1.2 s over a million rows).
-                   SELECT p.id FROM push_jobs p JOIN apps pa ON pa.id = p.app_id
-                    WHERE (\(filter.status)::text IS NULL OR p.status = \(filter.status))
-                      AND (\(filter.appCode)::text IS NULL OR pa.code = \(filter.appCode))
-                      AND (\(campaign)::boolean IS NULL OR (p.user_ids IS NULL) = \(campaign))
-                      AND (\(filter.priority)::text IS NULL OR p.priority = \(filter.priority))
-                      AND (\(cursor)::bigint IS NULL OR p.id < \(cursor))
-                    ORDER BY p.id DESC LIMIT \(limit))
-             ORDER BY j.id DESC
-            """,
-            logger: logger))
+        return try await summaries(
+            client.query(
+                """
+                \(unescaped: Self.select)
+                 WHERE j.id IN (
+                       -- The page's jobs first: counting deliveries for every job before the LIMIT
+                       -- read the whole delivery log (1.2 s over a million rows).
+                       SELECT p.id FROM push_jobs p JOIN apps pa ON pa.id = p.app_id
+                        WHERE (\(filter.status)::text IS NULL OR p.status = \(filter.status))
+                          AND (\(filter.appCode)::text IS NULL OR pa.code = \(filter.appCode))
+                          AND (\(campaign)::boolean IS NULL OR (p.user_ids IS NULL) = \(campaign))
+                          AND (\(filter.priority)::text IS NULL OR p.priority = \(filter.priority))
+                          AND (\(cursor)::bigint IS NULL OR p.id < \(cursor))
+                        ORDER BY p.id DESC LIMIT \(limit))
+                 ORDER BY j.id DESC
+                """,
+                logger: logger))
     }
 
     public func job(_ id: Int64) async throws -> JobSummary? {
@@ -230,8 +234,9 @@ public struct JobDirectory: Sendable {
             "SELECT jsonb_pretty(message), cardinality(user_ids), platforms, idempotency_key FROM push_jobs WHERE id = \(id)",
             logger: logger)
         for try await (message, users, platforms, key) in rows.decode((String, Int?, [String]?, String?).self) {
-            return JobContent(message: message, userCount: users, platforms: platforms?.compactMap(Platform.init(rawValue:)),
-                              idempotencyKey: key)
+            return JobContent(
+                message: message, userCount: users, platforms: platforms?.compactMap(Platform.init(rawValue:)),
+                idempotencyKey: key)
         }
         return nil
     }
@@ -260,7 +265,9 @@ public struct JobDirectory: Sendable {
     /// pending deliveries not in flight become `skipped` (CANCELLED).
     public func cancel(_ id: Int64) async throws -> Cancellation {
         if try await end(id, .cancelled) { return .cancelled }
-        for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(id)", logger: logger).decode(JobStatus.self) {
+        for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(id)", logger: logger).decode(
+            JobStatus.self)
+        {
             return .alreadyFinished(status: status)
         }
         return .notFound
@@ -285,10 +292,11 @@ public struct JobDirectory: Sendable {
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
-        let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, DeliveryErrorCode, String, String?) = switch ending {
-        case .cancelled: (.cancelled, .skipped, .cancelled, "the job was cancelled", nil)
-        case .failed(let reason): (.failed, .failed, .jobFailed, reason, reason)
-        }
+        let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, DeliveryErrorCode, String, String?) =
+            switch ending {
+            case .cancelled: (.cancelled, .skipped, .cancelled, "the job was cancelled", nil)
+            case .failed(let reason): (.failed, .failed, .jobFailed, reason, reason)
+            }
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
         // A job already completed, failed or cancelled keeps its status: endings are final.
@@ -374,12 +382,18 @@ public struct JobDirectory: Sendable {
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode((Int64, String, JobStatus, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?,
-                                          Int?, Int, Int, Int, Int, Int).self) {
-            jobs.append(JobSummary(id: row.0, appCode: row.1, kind: row.9 ? .campaign : .single, title: row.10, status: row.2,
-                                   sendAt: row.3, createdAt: row.4, finishedAt: row.5,
-                                   audience: row.12, sent: row.13, failed: row.14, skipped: row.15, pending: row.17,
-                                   dryRun: row.6, firstError: row.11, priority: row.7, expiresAt: row.8, expired: row.16))
+        for try await row in rows.decode(
+            (
+                Int64, String, JobStatus, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?,
+                Int?, Int, Int, Int, Int, Int
+            ).self)
+        {
+            jobs.append(
+                JobSummary(
+                    id: row.0, appCode: row.1, kind: row.9 ? .campaign : .single, title: row.10, status: row.2,
+                    sendAt: row.3, createdAt: row.4, finishedAt: row.5,
+                    audience: row.12, sent: row.13, failed: row.14, skipped: row.15, pending: row.17,
+                    dryRun: row.6, firstError: row.11, priority: row.7, expiresAt: row.8, expired: row.16))
         }
         return jobs
     }

@@ -11,7 +11,8 @@ extension Request {
         let value = parts[1]
         let isBlank = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         guard let first = value.utf8.firstIndex(where: { !isBlank($0) }),
-              let last = value.utf8.lastIndex(where: { !isBlank($0) }) else { return nil }
+            let last = value.utf8.lastIndex(where: { !isBlank($0) })
+        else { return nil }
         return String(value[first...last])
     }
 }

@@ -44,8 +44,10 @@ public struct UserTokenVerifier: Sendable {
         public var issuer: String?
         public var audience: String?
 
-        public init(hmacSecret: String? = nil, publicKeyPEM: String? = nil, publicKeyPath: String = "<inline>",
-                    issuer: String? = nil, audience: String? = nil) {
+        public init(
+            hmacSecret: String? = nil, publicKeyPEM: String? = nil, publicKeyPath: String = "<inline>",
+            issuer: String? = nil, audience: String? = nil
+        ) {
             self.hmacSecret = hmacSecret
             self.publicKeyPEM = publicKeyPEM
             self.publicKeyPath = publicKeyPath
@@ -120,11 +122,11 @@ public struct UserTokenVerifier: Sendable {
     public func verify(_ token: String, now: Date = Date()) throws(Failure) -> AppUser {
         let bytes = Array(token.utf8)
         guard let segments = try? Self.parser.getTokenParts(bytes), Self.isCanonical(segments.header),
-              let alg = Self.algorithm(in: segments.header)
+            let alg = Self.algorithm(in: segments.header)
         else { throw .malformed }
         guard let algorithm = algorithms[alg] else { throw .algorithmNotAccepted(alg) }
         guard Self.isCanonical(segments.signature),
-              let (_, claims, signature) = try? Self.parser.parse(bytes, as: AccessTokenClaims.self)
+            let (_, claims, signature) = try? Self.parser.parse(bytes, as: AccessTokenClaims.self)
         else { throw .malformed }
         let signed: Bool
         do {
@@ -157,13 +159,14 @@ public struct UserTokenVerifier: Sendable {
     /// again. `segment` is canonical: spelt in Foundation's alphabet and padded, it decodes.
     /// Read by JSONParser, like request bodies: 1.8 µs for this step against 3.0 with JSONDecoder.
     private static func algorithm(in segment: ArraySlice<UInt8>) -> String? {
-        var base64 = Data(segment.map { byte in
-            switch byte {
-            case UInt8(ascii: "-"): UInt8(ascii: "+")
-            case UInt8(ascii: "_"): UInt8(ascii: "/")
-            default: byte
-            }
-        })
+        var base64 = Data(
+            segment.map { byte in
+                switch byte {
+                case UInt8(ascii: "-"): UInt8(ascii: "+")
+                case UInt8(ascii: "_"): UInt8(ascii: "/")
+                default: byte
+                }
+            })
         base64.append(contentsOf: repeatElement(UInt8(ascii: "="), count: (4 - segment.count % 4) % 4))
         guard let json = Data(base64Encoded: base64) else { return nil }
         return (try? JSONParser.parse(json))?["alg"]?.string
@@ -173,13 +176,16 @@ public struct UserTokenVerifier: Sendable {
     /// bits. jwt-kit's decoder also takes trailing `=` and ignores those bits, which would give
     /// one token several spellings that all verify; only the canonical one is accepted.
     private static func isCanonical(_ segment: ArraySlice<UInt8>) -> Bool {
-        guard segment.allSatisfy({ byte in
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
-            default: false
-            }
-        }) else { return false }
+        guard
+            segment.allSatisfy({ byte in
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                    true
+                default: false
+                }
+            })
+        else { return false }
         guard let last = segment.last else { return true }
         switch segment.count % 4 {
         case 2: return "AQgw".utf8.contains(last)  // 2 bits of data, 4 unused

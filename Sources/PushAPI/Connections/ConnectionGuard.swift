@@ -89,8 +89,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         admitted = true
         switch connections.admit(context.channel) {
         case .refused:
-            logger.debug("connection closed: every open connection has a request being answered",
-                         metadata: ["limit": "\(connections.limit)"])
+            logger.debug(
+                "connection closed: every open connection has a request being answered",
+                metadata: ["limit": "\(connections.limit)"])
             context.close(promise: nil)
         case .admitted(let evicted):
             if let evicted {
@@ -104,8 +105,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func startReadDeadline(context: ChannelHandlerContext) {
         readDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: readTimeout) { [self] in
             readDeadline = nil
-            logger.debug("connection closed: request not received within the read timeout",
-                         metadata: ["seconds": "\(readTimeout.nanoseconds / 1_000_000_000)"])
+            logger.debug(
+                "connection closed: request not received within the read timeout",
+                metadata: ["seconds": "\(readTimeout.nanoseconds / 1_000_000_000)"])
             context.close(promise: nil)
         }
     }

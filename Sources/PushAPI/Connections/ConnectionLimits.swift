@@ -5,9 +5,9 @@ import NIOCore
 import ServiceSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// How many client connections push-api holds, and for how long (see docs/operating.md,
@@ -41,14 +41,19 @@ struct ConnectionLimits: Sendable {
         let raise = "raise the open-files limit (ulimit -n, systemd LimitNOFILE=, docker run --ulimit nofile=)"
         if let configured = configuration.maximumConnections {
             guard configured <= room else {
-                throw .invalid("API_MAX_CONNECTIONS", "\(configured) connections need an open-files limit of at least "
-                               + "\(configured + otherUses) with pool_max=\(databaseConnections); this process may open \(openFilesLimit): \(raise)")
+                throw .invalid(
+                    "API_MAX_CONNECTIONS",
+                    "\(configured) connections need an open-files limit of at least "
+                        + "\(configured + otherUses) with pool_max=\(databaseConnections); this process may open \(openFilesLimit): \(raise)"
+                )
             }
             maximumConnections = configured
         } else {
             guard room >= 1 else {
-                throw .invalid("API_MAX_CONNECTIONS", "the open-files limit \(openFilesLimit) leaves no room for connections "
-                               + "beside the database pool (pool_max=\(databaseConnections)): \(raise)")
+                throw .invalid(
+                    "API_MAX_CONNECTIONS",
+                    "the open-files limit \(openFilesLimit) leaves no room for connections "
+                        + "beside the database pool (pool_max=\(databaseConnections)): \(raise)")
             }
             maximumConnections = min(Self.defaultMaximumConnections, room)
         }
@@ -58,9 +63,10 @@ struct ConnectionLimits: Sendable {
     func server(logger: Logger) -> HTTPServerBuilder {
         let connections = OpenConnections(limit: maximumConnections, logger: logger)
         let readTimeout = TimeAmount(readTimeout)
-        return .http1(configuration: .init(
-            additionalChannelHandlers: [ConnectionGuard(connections: connections, readTimeout: readTimeout, logger: logger)],
-            idleTimeout: TimeAmount(idleTimeout)))
+        return .http1(
+            configuration: .init(
+                additionalChannelHandlers: [ConnectionGuard(connections: connections, readTimeout: readTimeout, logger: logger)],
+                idleTimeout: TimeAmount(idleTimeout)))
     }
 
     /// A backstop below the open-files limit in case closing for room falls behind a burst of
@@ -79,8 +85,8 @@ enum OpenFilesLimit {
         guard getrlimit(resource, &limit) == 0 else { return 1024 }
         var wanted = limit.rlim_max
         #if canImport(Darwin)
-        // macOS reports an unlimited hard limit and refuses more than OPEN_MAX.
-        wanted = min(wanted, rlim_t(OPEN_MAX))
+            // macOS reports an unlimited hard limit and refuses more than OPEN_MAX.
+            wanted = min(wanted, rlim_t(OPEN_MAX))
         #endif
         if limit.rlim_cur < wanted {
             var raised = limit
@@ -91,8 +97,8 @@ enum OpenFilesLimit {
     }
 
     #if canImport(Glibc)
-    private static let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        private static let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
     #else
-    private static let resource = RLIMIT_NOFILE
+        private static let resource = RLIMIT_NOFILE
     #endif
 }

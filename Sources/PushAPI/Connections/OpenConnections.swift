@@ -61,8 +61,9 @@ final class OpenConnections: Sendable {
             return (.refused, state.open.count, warn)
         }
         if warn {
-            logger.warning("open connections at the cap: closing the longest-waiting one for each new connection",
-                           metadata: ["connections": "\(open)", "limit": "\(limit)"])
+            logger.warning(
+                "open connections at the cap: closing the longest-waiting one for each new connection",
+                metadata: ["connections": "\(open)", "limit": "\(limit)"])
         }
         return admission
     }

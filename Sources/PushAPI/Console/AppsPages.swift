@@ -50,18 +50,21 @@ extension ConsoleController {
         let directory = AppDirectory(client: client, logger: context.logger)
         let known = try await deadline.run { try await directory.list() }
         // Only a code of an existing app is echoed: a crafted link cannot put words on the page.
-        let notice: String? = if let code = query["added"], known.contains(where: { $0.code == code }) {
-            "App \(code) added."
-        } else if let code = query["updated"], let app = known.first(where: { $0.code == code }) {
-            "Credentials of \(code) set: \(app.fcmClientEmail ?? "?") (project \(app.fcmProjectID ?? "?"))."
-        } else {
-            nil
-        }
+        let notice: String? =
+            if let code = query["added"], known.contains(where: { $0.code == code }) {
+                "App \(code) added."
+            } else if let code = query["updated"], let app = known.first(where: { $0.code == code }) {
+                "Credentials of \(code) set: \(app.fcmClientEmail ?? "?") (project \(app.fcmProjectID ?? "?"))."
+            } else {
+                nil
+            }
         return appsPage(session: session, apps: known, notice: notice)
     }
 
-    func appsPage(session: ConsoleSession, apps: [App], notice: String? = nil, problems: AppFormProblems = AppFormProblems(),
-                  code: String = "", name: String = "", status: HTTPResponse.Status = .ok) -> Response {
+    func appsPage(
+        session: ConsoleSession, apps: [App], notice: String? = nil, problems: AppFormProblems = AppFormProblems(),
+        code: String = "", name: String = "", status: HTTPResponse.Status = .ok
+    ) -> Response {
         let csrf = sessions.csrfToken(for: session)
         let cards = apps.map { app in
             AppCredentialsCard(
@@ -73,10 +76,12 @@ extension ConsoleController {
                 credentialsProblem: problems.credentialsOf == app.code ? problems.account : nil)
         }
         let adding = problems.credentialsOf == nil
-        return pages.page("apps", AppsView(
-            chrome: PageChrome(title: "Apps", csrf: csrf, section: .apps), csrf: csrf, notice: notice, apps: cards,
-            addCode: code, addName: name, addCodeProblem: adding ? problems.code : nil, addNameProblem: adding ? problems.name : nil,
-            addAccountProblem: adding ? problems.account : nil), status: status)
+        return pages.page(
+            "apps",
+            AppsView(
+                chrome: PageChrome(title: "Apps", csrf: csrf, section: .apps), csrf: csrf, notice: notice, apps: cards,
+                addCode: code, addName: name, addCodeProblem: adding ? problems.code : nil, addNameProblem: adding ? problems.name : nil,
+                addAccountProblem: adding ? problems.account : nil), status: status)
     }
 
     /// The service account the form carries, uploaded as a file or pasted: nil when neither was
@@ -163,6 +168,7 @@ extension ConsoleController {
         }
         let known = try await deadline.run { try await directory.list() }
         guard known.contains(where: { $0.code == code }) else { throw ConsoleError.notFound("There is no app \(code).") }
-        return appsPage(session: session, apps: known, problems: AppFormProblems(account: refusal, credentialsOf: code), status: .badRequest)
+        return appsPage(
+            session: session, apps: known, problems: AppFormProblems(account: refusal, credentialsOf: code), status: .badRequest)
     }
 }

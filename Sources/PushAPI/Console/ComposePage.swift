@@ -67,7 +67,9 @@ extension ConsoleController {
                 let ids = userIDs.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init)
                 if !ids.isEmpty { members["userIds"] = .array(ids.map { Int64($0).map(JSONValue.integer) ?? .string($0) }) }
             }
-            if !platforms.isEmpty { members["platforms"] = .array(Platform.allCases.map(\.rawValue).filter(platforms.contains).map(JSONValue.string)) }
+            if !platforms.isEmpty {
+                members["platforms"] = .array(Platform.allCases.map(\.rawValue).filter(platforms.contains).map(JSONValue.string))
+            }
             members["message"] = try messageValue()
             for (name, text) in [("sendAt", sendAt), ("expiresAt", expiresAt), ("priority", priority)] {
                 let trimmed = text.trimmingCharacters(in: .whitespaces)
@@ -123,19 +125,20 @@ extension ConsoleController {
         init(api message: String) {
             self.message = message
             let lead = message.prefix { $0.isLetter || $0 == "_" }
-            field = switch lead {
-            case "appCode": .appCode
-            case "userIds", "campaign": .userIds
-            case "platforms": .platforms
-            case "message": .message
-            case "idempotencyKey", "idempotency": .idempotencyKey
-            case "priority": .priority
-            case "sendAt": .sendAt
-            case "expiresAt", "ttlSeconds": .expiry
-            case "give" where message.contains("userIds"): .audience
-            case "give" where message.contains("expiresAt"): .expiry
-            default: nil
-            }
+            field =
+                switch lead {
+                case "appCode": .appCode
+                case "userIds", "campaign": .userIds
+                case "platforms": .platforms
+                case "message": .message
+                case "idempotencyKey", "idempotency": .idempotencyKey
+                case "priority": .priority
+                case "sendAt": .sendAt
+                case "expiresAt", "ttlSeconds": .expiry
+                case "give" where message.contains("userIds"): .audience
+                case "give" where message.contains("expiresAt"): .expiry
+                default: nil
+                }
         }
 
         init(field: Field?, message: String) {
@@ -215,8 +218,9 @@ extension ConsoleController {
         let (session, fields) = try await signedInForm(request)
         let form = ComposeForm(fields)
         let apps = try await deadline.run { try await AppDirectory(client: client, logger: context.logger).list() }
-        let admin = AdminController(jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
-                                    deadline: deadline)
+        let admin = AdminController(
+            jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
+            deadline: deadline)
         do {
             let notification: AdminController.NotificationRequest
             do {
@@ -240,7 +244,8 @@ extension ConsoleController {
             } catch let error as APIError {
                 throw ComposeRefusal(api: error.message)
             }
-            let preview = try await preview(notification, checked, app: apps.first { $0.code == notification.appCode }, logger: context.logger)
+            let preview = try await preview(
+                notification, checked, app: apps.first { $0.code == notification.appCode }, logger: context.logger)
             return composePage(form, session: session, apps: apps, preview: preview)
         } catch let refusal as ComposeRefusal {
             return composePage(form, session: session, apps: apps, refusal: refusal, status: .badRequest)
@@ -249,23 +254,26 @@ extension ConsoleController {
 
     /// The FCM request for one device, as the worker writes it from the job's message as
     /// PostgreSQL stores it (`jsonb` text: what the worker reads back), at the first send.
-    func preview(_ notification: AdminController.NotificationRequest, _ checked: AdminController.NotificationRequest.Validated,
-                 app: App?, logger: Logger) async throws -> ComposePreview {
+    func preview(
+        _ notification: AdminController.NotificationRequest, _ checked: AdminController.NotificationRequest.Validated,
+        app: App?, logger: Logger
+    ) async throws -> ComposePreview {
         let written = String(decoding: WireJSON.encoded(notification.message), as: UTF8.self)
         let stored = try await deadline.run { () -> String in
             do {
                 for try await text in try await client.query("SELECT \(written)::jsonb::text", logger: logger).decode(String.self) {
                     return text
                 }
-            } catch where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
+            } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
                 // A text PostgreSQL cannot hold (NUL): sending refuses it with the database's message.
             }
             return written
         }
         let sendAt = checked.sendAt ?? Date()
         let expiresAt = checked.expiresAt ?? checked.ttl.map { sendAt.addingTimeInterval(TimeInterval($0.components.seconds)) }
-        let body = FCMRequestPreview.body(messageJSON: stored, dryRun: notification.dryRun ?? false, expiresAt: expiresAt,
-                                          target: "DEVICE-TOKEN", type: .fcm, sendAt: sendAt)
+        let body = FCMRequestPreview.body(
+            messageJSON: stored, dryRun: notification.dryRun ?? false, expiresAt: expiresAt,
+            target: "DEVICE-TOKEN", type: .fcm, sendAt: sendAt)
         let platforms = notification.platforms?.compactMap(Platform.init(rawValue:)) ?? Platform.allCases
         let sent = (try? JSONParser.parse(Data(body.utf8)))?["message"]?.members ?? [:]
         let shared = ["notification", "data", "fcm_options", "fcmOptions"].filter { sent[$0] != nil }
@@ -277,7 +285,8 @@ extension ConsoleController {
                 let carried = shared + (sent[own] != nil ? [own] : [])
                 return ComposeView.PlatformPreview(
                     platformName: platform.rawValue,
-                    carries: carried.isEmpty ? "nothing but the token" : carried.joined(separator: ", ") + (sent[own] == nil ? " (no \(own) block)" : ""))
+                    carries: carried.isEmpty
+                        ? "nothing but the token" : carried.joined(separator: ", ") + (sent[own] == nil ? " (no \(own) block)" : ""))
             })
     }
 
@@ -298,8 +307,10 @@ extension ConsoleController {
         return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? json
     }
 
-    func composePage(_ form: ComposeForm, session: ConsoleSession, apps: [App], refusal: ComposeRefusal? = nil,
-                     preview: ComposePreview? = nil, status: HTTPResponse.Status = .ok) -> Response {
+    func composePage(
+        _ form: ComposeForm, session: ConsoleSession, apps: [App], refusal: ComposeRefusal? = nil,
+        preview: ComposePreview? = nil, status: HTTPResponse.Status = .ok
+    ) -> Response {
         let csrf = sessions.csrfToken(for: session)
         func error(_ field: ComposeRefusal.Field) -> ComposeView.FieldError? {
             refusal?.field == field ? ComposeView.FieldError(text: refusal?.message ?? "") : nil
@@ -313,7 +324,9 @@ extension ConsoleController {
             },
             usesRawMessage: form.usesRawMessage, title: form.title, body: form.body, data: form.data, message: form.message,
             sendAt: form.sendAt, expiresAt: form.expiresAt, ttlSeconds: form.ttlSeconds,
-            priorityOptions: JobPriority.allCases.map { Option(value: $0.rawValue, label: $0.rawValue, selected: $0.rawValue == form.priority) },
+            priorityOptions: JobPriority.allCases.map {
+                Option(value: $0.rawValue, label: $0.rawValue, selected: $0.rawValue == form.priority)
+            },
             dryRun: form.dryRun, idempotencyKey: form.idempotencyKey,
             problem: refusal.map { "Refused: \($0.message)" },
             appCodeError: error(.appCode), audienceError: error(.audience), userIdsError: error(.userIds),

@@ -54,8 +54,9 @@ struct ConsoleController {
     }
 
     static func cookie(_ name: String, _ value: String, maxAge: Duration, request: Request) -> Cookie {
-        Cookie(name: name, value: value, maxAge: Int(maxAge.components.seconds), path: "/console", secure: isTLS(request),
-               httpOnly: true, sameSite: .strict)
+        Cookie(
+            name: name, value: value, maxAge: Int(maxAge.components.seconds), path: "/console", secure: isTLS(request),
+            httpOnly: true, sameSite: .strict)
     }
 
     struct SignInView {
@@ -67,8 +68,10 @@ struct ConsoleController {
     func signInPage(_ request: Request, problem: String? = nil, status: HTTPResponse.Status = .ok) -> Response {
         let form = sessions.startSignInForm()
         var response = pages.page("sign-in", SignInView(formToken: form.token, problem: problem), status: status)
-        response.setCookie(Self.cookie(ConsoleSessions.signInCookieName, form.nonce, maxAge: ConsoleSessions.signInFormLifetime,
-                                       request: request))
+        response.setCookie(
+            Self.cookie(
+                ConsoleSessions.signInCookieName, form.nonce, maxAge: ConsoleSessions.signInFormLifetime,
+                request: request))
         if status == .tooManyRequests, let seconds = problem.flatMap(Self.retrySeconds) { response.headers[.retryAfter] = seconds }
         return response
     }
@@ -85,8 +88,9 @@ struct ConsoleController {
         }
         if let wait = throttle.wait() {
             let seconds = max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0))
-            return signInPage(request, problem: "Too many wrong tokens: sign-in is paused, try again in \(seconds) s.",
-                              status: .tooManyRequests)
+            return signInPage(
+                request, problem: "Too many wrong tokens: sign-in is paused, try again in \(seconds) s.",
+                status: .tooManyRequests)
         }
         guard let token = form["token"], sessions.acceptsAdminToken(token) else {
             throttle.recordFailure()
@@ -152,18 +156,24 @@ struct ConsoleController {
         let activity = try await deadline.run { try await report.activity(now: now) }
         let cards = activity.map { line in
             let sums = line.hourlySends.reduce(into: HourlySends()) {
-                $0.sent += $1.sent; $0.failed += $1.failed; $0.skipped += $1.skipped; $0.pending += $1.pending
+                $0.sent += $1.sent
+                $0.failed += $1.failed
+                $0.skipped += $1.skipped
+                $0.pending += $1.pending
             }
             return OverviewView.AppCard(
                 appID: line.app.id, appCode: line.app.code, appName: line.app.name, hasCredentials: line.app.hasCredentials,
                 activeDevices: line.activeDevices, inactiveDevices: line.inactiveDevices, runningJobs: line.runningJobs,
                 queuedJobs: line.queuedJobs, queueDepth: line.queueDepth, hasOldestDue: line.oldestDue != nil,
-                oldestDueJobID: line.oldestDue?.jobID ?? 0, oldestDueAge: line.oldestDue.map { ConsoleText.age(since: $0.sendAt, now: now) } ?? "",
+                oldestDueJobID: line.oldestDue?.jobID ?? 0,
+                oldestDueAge: line.oldestDue.map { ConsoleText.age(since: $0.sendAt, now: now) } ?? "",
                 chart: SendsChart.svg(hours: line.hourlySends), sent24h: sums.sent, failed24h: sums.failed, skipped24h: sums.skipped,
                 pending24h: sums.pending)
         }
-        return pages.page("overview", OverviewView(
-            chrome: PageChrome(title: "Overview", csrf: sessions.csrfToken(for: session), section: .overview), apps: cards))
+        return pages.page(
+            "overview",
+            OverviewView(
+                chrome: PageChrome(title: "Overview", csrf: sessions.csrfToken(for: session), section: .overview), apps: cards))
     }
 
     // MARK: jobs
@@ -232,8 +242,9 @@ struct ConsoleController {
     @Sendable func jobs(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
         let query = try ConsoleQuery(request, allowed: ["app", "status", "kind", "priority", "before"])
-        let filter = JobFilter(appCode: query["app"], status: try query.oneOf("status", JobStatus.self),
-                               kind: try query.oneOf("kind", JobKind.self), priority: try query.oneOf("priority", JobPriority.self))
+        let filter = JobFilter(
+            appCode: query["app"], status: try query.oneOf("status", JobStatus.self),
+            kind: try query.oneOf("kind", JobKind.self), priority: try query.oneOf("priority", JobPriority.self))
         let before = try query.positiveInteger("before")
         let (jobs, apps) = (JobDirectory(client: client, logger: context.logger), AppDirectory(client: client, logger: context.logger))
         let (found, known) = try await deadline.run {
@@ -242,21 +253,25 @@ struct ConsoleController {
         let page = Array(found.prefix(Self.jobsPageSize))
         var older = ""
         if found.count > Self.jobsPageSize, let last = page.last {
-            older = "/console/jobs?" + ConsoleText.query([
-                ("app", filter.appCode), ("status", filter.status?.rawValue), ("kind", filter.kind?.rawValue),
-                ("priority", filter.priority?.rawValue), ("before", String(last.id)),
-            ])
+            older =
+                "/console/jobs?"
+                + ConsoleText.query([
+                    ("app", filter.appCode), ("status", filter.status?.rawValue), ("kind", filter.kind?.rawValue),
+                    ("priority", filter.priority?.rawValue), ("before", String(last.id)),
+                ])
         }
         func options(_ values: [String], _ selected: String?) -> [Option] {
             values.map { Option(value: $0, label: $0, selected: $0 == selected) }
         }
-        return pages.page("jobs", JobsView(
-            chrome: PageChrome(title: "Jobs", csrf: sessions.csrfToken(for: session), section: .jobs),
-            appOptions: options(known.map(\.code), filter.appCode),
-            statusOptions: options(JobStatus.allCases.map(\.rawValue), filter.status?.rawValue),
-            kindOptions: options(JobKind.allCases.map(\.rawValue), filter.kind?.rawValue),
-            priorityOptions: options(JobPriority.allCases.map(\.rawValue), filter.priority?.rawValue),
-            jobs: page.map(JobRow.init), hasJobs: !page.isEmpty, hasOlder: !older.isEmpty, olderLink: older))
+        return pages.page(
+            "jobs",
+            JobsView(
+                chrome: PageChrome(title: "Jobs", csrf: sessions.csrfToken(for: session), section: .jobs),
+                appOptions: options(known.map(\.code), filter.appCode),
+                statusOptions: options(JobStatus.allCases.map(\.rawValue), filter.status?.rawValue),
+                kindOptions: options(JobKind.allCases.map(\.rawValue), filter.kind?.rawValue),
+                priorityOptions: options(JobPriority.allCases.map(\.rawValue), filter.priority?.rawValue),
+                jobs: page.map(JobRow.init), hasJobs: !page.isEmpty, hasOlder: !older.isEmpty, olderLink: older))
     }
 
     // MARK: one job
@@ -313,20 +328,24 @@ struct ConsoleController {
         let (jobs, log) = (JobDirectory(client: client, logger: context.logger), DeliveryLog(client: client, logger: context.logger))
         let read = try await deadline.run { () -> (JobSummary, JobContent, [JobOutcome], DeliveryLog.Page)? in
             guard let summary = try await jobs.job(id), let content = try await jobs.content(id) else { return nil }
-            return (summary, content, try await jobs.outcomes(id),
-                    try await log.page(DeliveryFilter(jobID: id, status: .failed), below: nil, limit: Self.failuresShown))
+            return (
+                summary, content, try await jobs.outcomes(id),
+                try await log.page(DeliveryFilter(jobID: id, status: .failed), below: nil, limit: Self.failuresShown)
+            )
         }
         guard let (summary, content, outcomes, failures) = read else { throw ConsoleError.notFound("There is no job #\(id).") }
-        let audience: String = if let users = content.userCount {
-            "\(users) user\(users == 1 ? "" : "s")' active devices"
-        } else if let platforms = content.platforms {
-            "campaign: every active \(platforms.map(\.rawValue).joined(separator: ", ")) device of the app"
-        } else {
-            "campaign: every active device of the app"
-        }
+        let audience: String =
+            if let users = content.userCount {
+                "\(users) user\(users == 1 ? "" : "s")' active devices"
+            } else if let platforms = content.platforms {
+                "campaign: every active \(platforms.map(\.rawValue).joined(separator: ", ")) device of the app"
+            } else {
+                "campaign: every active device of the app"
+            }
         let view = JobView(
-            chrome: PageChrome(title: "Job #\(id)", csrf: sessions.csrfToken(for: session), section: .jobs,
-                               autoRefresh: !summary.status.isFinished),
+            chrome: PageChrome(
+                title: "Job #\(id)", csrf: sessions.csrfToken(for: session), section: .jobs,
+                autoRefresh: !summary.status.isFinished),
             jobID: id, jobStatus: summary.status.rawValue, jobApp: summary.appCode, jobPriority: summary.priority.rawValue,
             jobSendAt: ConsoleText.time(summary.sendAt), jobCreatedAt: ConsoleText.time(summary.createdAt),
             jobFinishedAt: summary.finishedAt.map(ConsoleText.time) ?? "not yet",
@@ -334,12 +353,15 @@ struct ConsoleController {
             isLive: !summary.status.isFinished, isCancellable: !summary.status.isFinished, audienceText: audience,
             idempotencyKey: content.idempotencyKey ?? "none", messageJSON: content.message, progress: ProgressView(summary),
             sentCount: summary.sent, failedCount: summary.failed, skippedCount: summary.skipped, pendingCount: summary.pending,
-            outcomes: outcomes.map { OutcomeRow(outcomeStatus: $0.status.rawValue, outcomeCode: $0.errorCode ?? "-", outcomeCount: $0.count) },
+            outcomes: outcomes.map {
+                OutcomeRow(outcomeStatus: $0.status.rawValue, outcomeCode: $0.errorCode ?? "-", outcomeCount: $0.count)
+            },
             hasOutcomes: !outcomes.isEmpty, hasFirstError: summary.firstError != nil, firstError: summary.firstError ?? "",
             failures: failures.deliveries.map {
-                FailureRow(deliveryID: $0.id, deliveryUser: $0.userID, deliveryToken: $0.maskedToken,
-                           deliveryError: [$0.errorCode, $0.errorMessage].compactMap { $0 }.joined(separator: ": "),
-                           deliveryAttempts: $0.attempts, deliveryUpdatedAt: ConsoleText.time($0.updatedAt))
+                FailureRow(
+                    deliveryID: $0.id, deliveryUser: $0.userID, deliveryToken: $0.maskedToken,
+                    deliveryError: [$0.errorCode, $0.errorMessage].compactMap { $0 }.joined(separator: ": "),
+                    deliveryAttempts: $0.attempts, deliveryUpdatedAt: ConsoleText.time($0.updatedAt))
             },
             hasFailures: !failures.deliveries.isEmpty)
         return pages.page("job", view)
@@ -358,8 +380,11 @@ struct ConsoleController {
         guard let job = try await deadline.run({ try await jobs.job(id) }) else { throw ConsoleError.notFound("There is no job #\(id).") }
         guard !job.status.isFinished else { throw ConsoleError.conflict("Job #\(id) is already \(job.status.rawValue).") }
         let csrf = sessions.csrfToken(for: session)
-        return pages.page("cancel", CancelView(chrome: PageChrome(title: "Cancel job #\(id)", csrf: csrf, section: .jobs),
-                                               jobID: id, csrf: csrf))
+        return pages.page(
+            "cancel",
+            CancelView(
+                chrome: PageChrome(title: "Cancel job #\(id)", csrf: csrf, section: .jobs),
+                jobID: id, csrf: csrf))
     }
 
     @Sendable func cancel(_ request: Request, context: APIRequestContext) async throws -> Response {

@@ -27,11 +27,12 @@ struct ConsolePageMiddleware: RouterMiddleware {
             // The API's envelope middleware tells an unavailable database from the rest and logs
             // it: take its verdict, show it as a page.
             let verdict = try await ErrorEnvelopeMiddleware<Context>().handle(request, context: context) { _, _ in throw error }
-            let message = switch verdict.status {
-            case .serviceUnavailable: APIError.databaseUnavailable.message
-            case .internalServerError: APIError.internalError.message
-            default: verdict.status.reasonPhrase
-            }
+            let message =
+                switch verdict.status {
+                case .serviceUnavailable: APIError.databaseUnavailable.message
+                case .internalServerError: APIError.internal.message
+                default: verdict.status.reasonPhrase
+                }
             response = pages.error(status: verdict.status, message: message)
         }
         response.headers[.contentSecurityPolicy] = Self.contentSecurityPolicy

@@ -24,8 +24,10 @@ struct ConsolePages: Sendable {
                 throw .invalid(name, "\(error)")
             }
         }
-        for required in ["head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress", "compose",
-                         "deliveries", "devices", "apps"]
+        for required in [
+            "head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress", "compose",
+            "deliveries", "devices", "apps",
+        ]
         where library.getTemplate(named: required) == nil {
             throw .missing("the template \(required).mustache")
         }
@@ -38,8 +40,9 @@ struct ConsolePages: Sendable {
     /// The page `template` rendered with `view` (a struct whose properties the template names).
     func page(_ template: String, _ view: Any, status: HTTPResponse.Status = .ok) -> Response {
         let html = library.render(view, withTemplate: template) ?? ""
-        return Response(status: status, headers: [.contentType: "text/html; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(string: html)))
+        return Response(
+            status: status, headers: [.contentType: "text/html; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 
     struct ErrorView {
@@ -49,8 +52,11 @@ struct ConsolePages: Sendable {
     }
 
     func error(status: HTTPResponse.Status, message: String) -> Response {
-        page("error", ErrorView(chrome: PageChrome(title: status.reasonPhrase), heading: "\(status.code) \(status.reasonPhrase)",
-                                message: message), status: status)
+        page(
+            "error",
+            ErrorView(
+                chrome: PageChrome(title: status.reasonPhrase), heading: "\(status.code) \(status.reasonPhrase)",
+                message: message), status: status)
     }
 }
 

@@ -27,8 +27,9 @@ final class ConsoleSessions: Sendable {
     private let revoked = Mutex<[String: Date]>([:])
 
     init(adminToken: String) {
-        key = HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: Array(adminToken.utf8)),
-                                     info: Array("push-service console session".utf8), outputByteCount: 32)
+        key = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: SymmetricKey(data: Array(adminToken.utf8)),
+            info: Array("push-service console session".utf8), outputByteCount: 32)
         adminTokenDigest = Array(SHA256.hash(data: Array(adminToken.utf8)))
     }
 
@@ -43,7 +44,8 @@ final class ConsoleSessions: Sendable {
     /// A new session and the cookie value that carries it: `id.expiry.signature`.
     func start(now: Date = Date()) -> (session: ConsoleSession, cookieValue: String) {
         let id = Self.randomHex(bytes: 16)
-        let expires = Date(timeIntervalSince1970: (now.timeIntervalSince1970 + TimeInterval(Self.lifetime.components.seconds)).rounded(.down))
+        let expires = Date(
+            timeIntervalSince1970: (now.timeIntervalSince1970 + TimeInterval(Self.lifetime.components.seconds)).rounded(.down))
         let payload = "\(id).\(Int64(expires.timeIntervalSince1970))"
         return (ConsoleSession(id: id, expires: expires), payload + "." + sign("session|" + payload))
     }

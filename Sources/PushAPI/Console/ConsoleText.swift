@@ -6,9 +6,11 @@ import Hummingbird
 enum ConsoleText {
     /// UTC to the second, e.g. `2026-11-21 14:13:54 UTC`: one zone for every admin.
     static func time(_ date: Date) -> String {
-        date.formatted(Date.VerbatimFormatStyle(
-            format: "\(year: .defaultDigits)-\(month: .twoDigits)-\(day: .twoDigits) \(hour: .twoDigits(clock: .twentyFourHour, hourCycle: .zeroBased)):\(minute: .twoDigits):\(second: .twoDigits) UTC",
-            timeZone: .gmt, calendar: Calendar(identifier: .gregorian)))
+        date.formatted(
+            Date.VerbatimFormatStyle(
+                format:
+                    "\(year: .defaultDigits)-\(month: .twoDigits)-\(day: .twoDigits) \(hour: .twoDigits(clock: .twentyFourHour, hourCycle: .zeroBased)):\(minute: .twoDigits):\(second: .twoDigits) UTC",
+                timeZone: .gmt, calendar: Calendar(identifier: .gregorian)))
     }
 
     /// `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`.

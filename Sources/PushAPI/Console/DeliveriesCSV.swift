@@ -10,18 +10,23 @@ enum DeliveriesCSV {
     /// million rows are a few thousand writes, small enough to be the export's only buffer.
     static let chunkSize = 64 * 1024
 
-    static let columns = ["id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
-                          "error_message", "fcm_message_id", "device_id", "created_at"]
+    static let columns = [
+        "id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
+        "error_message", "fcm_message_id", "device_id", "created_at",
+    ]
 
     static func writeHeader(into buffer: inout ByteBuffer) {
         writeLine(columns, into: &buffer)
     }
 
     static func write(_ record: DeliveryRecord, into buffer: inout ByteBuffer) {
-        writeLine([String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
-                   record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
-                   record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
-                   WireJSON.formatted(record.createdAt)], into: &buffer)
+        writeLine(
+            [
+                String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
+                record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
+                record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
+                WireJSON.formatted(record.createdAt),
+            ], into: &buffer)
     }
 
     private static func writeLine(_ cells: [String], into buffer: inout ByteBuffer) {

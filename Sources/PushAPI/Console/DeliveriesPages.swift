@@ -79,15 +79,18 @@ extension ConsoleController {
             if let sinceText {
                 do { since = try ISO8601Time.parse(sinceText, field: "since") } catch { throw .badRequest(error.description) }
             }
-            filter = DeliveryFilter(jobID: try query.positiveInteger("job"), userID: try query.positiveInteger("user"),
-                                    appCode: query["app"], status: try query.oneOf("status", DeliveryStatus.self), since: since)
+            filter = DeliveryFilter(
+                jobID: try query.positiveInteger("job"), userID: try query.positiveInteger("user"),
+                appCode: query["app"], status: try query.oneOf("status", DeliveryStatus.self), since: since)
             before = paged ? try query.positiveInteger("before") : nil
         }
 
         /// The filter as query parameters, for the next page's link and the CSV export's.
         var parameters: [(String, String?)] {
-            [("job", filter.jobID.map(String.init)), ("user", filter.userID.map(String.init)), ("app", filter.appCode),
-             ("status", filter.status?.rawValue), ("since", sinceText)]
+            [
+                ("job", filter.jobID.map(String.init)), ("user", filter.userID.map(String.init)), ("app", filter.appCode),
+                ("status", filter.status?.rawValue), ("since", sinceText),
+            ]
         }
     }
 
@@ -100,17 +103,19 @@ extension ConsoleController {
         }
         let older = page.nextCursor.map { "/console/deliveries?" + ConsoleText.query(query.parameters + [("before", String($0))]) } ?? ""
         let filterQuery = ConsoleText.query(query.parameters)
-        return pages.page("deliveries", DeliveriesView(
-            chrome: PageChrome(title: "Deliveries", csrf: sessions.csrfToken(for: session), section: .deliveries),
-            filterJob: query.filter.jobID.map(String.init) ?? "", filterUser: query.filter.userID.map(String.init) ?? "",
-            filterSince: query.sinceText ?? "",
-            appOptions: known.map { Option(value: $0.code, label: $0.code, selected: $0.code == query.filter.appCode) },
-            statusOptions: DeliveryStatus.allCases.map {
-                Option(value: $0.rawValue, label: $0.rawValue, selected: $0 == query.filter.status)
-            },
-            deliveries: page.deliveries.map(DeliveryRow.init), hasDeliveries: !page.deliveries.isEmpty,
-            hasOlder: !older.isEmpty, olderLink: older,
-            csvLink: "/console/deliveries.csv" + (filterQuery.isEmpty ? "" : "?" + filterQuery)))
+        return pages.page(
+            "deliveries",
+            DeliveriesView(
+                chrome: PageChrome(title: "Deliveries", csrf: sessions.csrfToken(for: session), section: .deliveries),
+                filterJob: query.filter.jobID.map(String.init) ?? "", filterUser: query.filter.userID.map(String.init) ?? "",
+                filterSince: query.sinceText ?? "",
+                appOptions: known.map { Option(value: $0.code, label: $0.code, selected: $0.code == query.filter.appCode) },
+                statusOptions: DeliveryStatus.allCases.map {
+                    Option(value: $0.rawValue, label: $0.rawValue, selected: $0 == query.filter.status)
+                },
+                deliveries: page.deliveries.map(DeliveryRow.init), hasDeliveries: !page.deliveries.isEmpty,
+                hasOlder: !older.isEmpty, olderLink: older,
+                csvLink: "/console/deliveries.csv" + (filterQuery.isEmpty ? "" : "?" + filterQuery)))
     }
 
     /// Every delivery the filter selects, newest first, as CSV. The rows go out as PostgreSQL
@@ -145,9 +150,11 @@ extension ConsoleController {
             if chunk.readableBytes > 0 { try await writer.write(chunk) }
             try await writer.finish(nil)
         }
-        return Response(status: .ok, headers: [
-            .contentType: "text/csv; charset=utf-8",
-            .contentDisposition: #"attachment; filename="deliveries.csv""#,
-        ], body: body)
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/csv; charset=utf-8",
+                .contentDisposition: #"attachment; filename="deliveries.csv""#,
+            ], body: body)
     }
 }

@@ -84,10 +84,12 @@ extension ConsoleController {
             let asked = appCode != nil || userText != nil
             let appProblem = !asked || app != nil ? nil : appCode == nil ? "Choose an app." : "There is no app \(appCode ?? "")."
             let userProblem = !asked || user != nil ? nil : userText == nil ? "Give a user id." : "A user id is a positive integer."
-            return pages.page("devices", DevicesView(
-                chrome: chrome, appOptions: appOptions, filterUser: userText ?? "",
-                appProblem: appProblem, userProblem: userProblem, hasLookup: false, lookupApp: "",
-                lookupUser: 0, devices: [], hasDevices: false, hasOlder: false, olderLink: "", deliveriesLink: ""),
+            return pages.page(
+                "devices",
+                DevicesView(
+                    chrome: chrome, appOptions: appOptions, filterUser: userText ?? "",
+                    appProblem: appProblem, userProblem: userProblem, hasLookup: false, lookupApp: "",
+                    lookupUser: 0, devices: [], hasDevices: false, hasOlder: false, olderLink: "", deliveriesLink: ""),
                 status: asked ? .badRequest : .ok)
         }
 
@@ -97,8 +99,10 @@ extension ConsoleController {
             var recent: [Int64: [DeliveryRecord]] = [:]
             // One short read of the index of deliveries by device each: a page is at most 20 devices.
             for device in page.devices {
-                recent[device.id] = try await log.page(DeliveryFilter(deviceID: device.id), below: nil,
-                                                       limit: Self.deliveriesPerDevice).deliveries
+                recent[device.id] = try await log.page(
+                    DeliveryFilter(deviceID: device.id), below: nil,
+                    limit: Self.deliveriesPerDevice
+                ).deliveries
             }
             return (page, recent)
         }
@@ -113,18 +117,23 @@ extension ConsoleController {
                 reasonCode: device.deactivationReason?.rawValue ?? "unknown", reasonText: Self.explanation(device.deactivationReason),
                 lastUsedAt: ConsoleText.time(device.lastUsedAt), registeredAt: ConsoleText.time(device.createdAt),
                 recent: deliveries.map {
-                    DeviceDeliveryRow(recentID: $0.id, recentJob: $0.jobID, recentStatus: $0.status.rawValue,
-                                      recentError: [$0.errorCode, $0.errorMessage].compactMap { $0 }.joined(separator: ": "),
-                                      recentAttempts: $0.attempts, recentUpdatedAt: ConsoleText.time($0.updatedAt))
+                    DeviceDeliveryRow(
+                        recentID: $0.id, recentJob: $0.jobID, recentStatus: $0.status.rawValue,
+                        recentError: [$0.errorCode, $0.errorMessage].compactMap { $0 }.joined(separator: ": "),
+                        recentAttempts: $0.attempts, recentUpdatedAt: ConsoleText.time($0.updatedAt))
                 },
                 hasRecent: !deliveries.isEmpty)
         }
-        let older = page.nextCursor.map {
-            "/console/devices?" + ConsoleText.query([("app", app.code), ("user", String(user)), ("before", String($0))])
-        } ?? ""
-        return pages.page("devices", DevicesView(
-            chrome: chrome, appOptions: appOptions, filterUser: String(user), appProblem: nil, userProblem: nil,
-            hasLookup: true, lookupApp: app.code, lookupUser: user, devices: cards, hasDevices: !cards.isEmpty, hasOlder: !older.isEmpty, olderLink: older,
-            deliveriesLink: "/console/deliveries?" + ConsoleText.query([("user", String(user)), ("app", app.code)])))
+        let older =
+            page.nextCursor.map {
+                "/console/devices?" + ConsoleText.query([("app", app.code), ("user", String(user)), ("before", String($0))])
+            } ?? ""
+        return pages.page(
+            "devices",
+            DevicesView(
+                chrome: chrome, appOptions: appOptions, filterUser: String(user), appProblem: nil, userProblem: nil,
+                hasLookup: true, lookupApp: app.code, lookupUser: user, devices: cards, hasDevices: !cards.isEmpty,
+                hasOlder: !older.isEmpty, olderLink: older,
+                deliveriesLink: "/console/deliveries?" + ConsoleText.query([("user", String(user)), ("app", app.code)])))
     }
 }

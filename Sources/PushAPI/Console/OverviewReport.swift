@@ -36,7 +36,8 @@ struct OverviewReport: Sendable {
             activity[position].inactiveDevices = total - active
         }
         for try await (app, running, queued, depth, oldestJob, oldestSendAt) in try await client.query(Self.jobsStatement, logger: logger)
-            .decode((Int64, Int, Int, Int, Int64?, Date?).self) {
+            .decode((Int64, Int, Int, Int, Int64?, Date?).self)
+        {
             guard let position = index[app] else { continue }
             activity[position].runningJobs = running
             activity[position].queuedJobs = queued
@@ -44,8 +45,10 @@ struct OverviewReport: Sendable {
             if let oldestJob, let oldestSendAt { activity[position].oldestDue = (oldestJob, oldestSendAt) }
         }
         if let first = try await firstDelivery(createdSince: now.addingTimeInterval(-24 * 3600)) {
-            for try await (app, hoursAgo, status, count) in try await client.query(Self.sendsStatement(from: first, now: now), logger: logger)
-                .decode((Int64, Int, DeliveryStatus, Int).self) {
+            for try await (app, hoursAgo, status, count) in try await client.query(
+                Self.sendsStatement(from: first, now: now), logger: logger
+            )
+            .decode((Int64, Int, DeliveryStatus, Int).self) {
                 guard let position = index[app], (0..<24).contains(hoursAgo) else { continue }
                 activity[position].hourlySends[hoursAgo].add(status, count)
             }
@@ -106,7 +109,8 @@ struct OverviewReport: Sendable {
     func firstDelivery(createdSince since: Date) async throws -> Int64? {
         var bounds: (Int64, Int64)?
         for try await (low, high) in try await client.query("SELECT min(id), max(id) FROM push_deliveries", logger: logger)
-            .decode((Int64?, Int64?).self) {
+            .decode((Int64?, Int64?).self)
+        {
             if let low, let high { bounds = (low, high) }
         }
         guard var (low, high) = bounds else { return nil }

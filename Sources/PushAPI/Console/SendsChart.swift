@@ -32,7 +32,10 @@ enum SendsChart {
     /// `hours[0]` is the hour ending now, `hours[23]` the one that began 24 hours ago.
     static func svg(hours: [HourlySends]) -> String {
         let totals = hours.reduce(into: HourlySends()) { sum, hour in
-            sum.sent += hour.sent; sum.failed += hour.failed; sum.skipped += hour.skipped; sum.pending += hour.pending
+            sum.sent += hour.sent
+            sum.failed += hour.failed
+            sum.skipped += hour.skipped
+            sum.pending += hour.pending
         }
         let peak = max(hours.map(\.total).max() ?? 0, 1)
         let slot = Double(width) / Double(max(hours.count, 1))
@@ -50,13 +53,15 @@ enum SendsChart {
             where value > 0 {
                 let barHeight = max(plotHeight * Double(value) / Double(peak), 1)
                 base -= barHeight
-                svg += "<rect class=\"\(kind)\" x=\"\(format(x))\" y=\"\(format(base))\" width=\"\(format(slot - 2))\" height=\"\(format(barHeight))\"><title>\(value) \(kind)</title></rect>"
+                svg +=
+                    "<rect class=\"\(kind)\" x=\"\(format(x))\" y=\"\(format(base))\" width=\"\(format(slot - 2))\" height=\"\(format(barHeight))\"><title>\(value) \(kind)</title></rect>"
             }
         }
         for (label, index) in [("-24 h", 0), ("-18 h", 6), ("-12 h", 12), ("-6 h", 18)] {
             svg += "<text x=\"\(format(Double(index) * slot + 1))\" y=\"\(height - 6)\">\(label)</text>"
         }
-        svg += "<text x=\"\(width - 24)\" y=\"\(height - 6)\">now</text><text x=\"\(width - 4)\" y=\"\(plotTop + 8)\" text-anchor=\"end\">\(totals.total == 0 ? 0 : peak)/h</text></svg>"
+        svg +=
+            "<text x=\"\(width - 24)\" y=\"\(height - 6)\">now</text><text x=\"\(width - 4)\" y=\"\(plotTop + 8)\" text-anchor=\"end\">\(totals.total == 0 ? 0 : peak)/h</text></svg>"
         return svg
     }
 

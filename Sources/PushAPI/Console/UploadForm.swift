@@ -55,7 +55,8 @@ struct UploadForm: Sendable {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard pair.count == 2, pair[0].lowercased() == "boundary" else { continue }
-            let value = pair[1].count >= 2 && pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") ? String(pair[1].dropFirst().dropLast()) : pair[1]
+            let value =
+                pair[1].count >= 2 && pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") ? String(pair[1].dropFirst().dropLast()) : pair[1]
             // RFC 2046: 1 to 70 characters.
             return (1...70).contains(value.utf8.count) ? value : nil
         }
@@ -96,11 +97,13 @@ struct UploadForm: Sendable {
     private static func disposition(_ headers: String) -> [String: String]? {
         for line in headers.split(separator: "\r\n") {
             guard let colon = line.firstIndex(of: ":"),
-                  line[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition" else { continue }
+                line[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition"
+            else { continue }
             var parameters: [String: String] = [:]
             var rest = Substring(line[line.index(after: colon)...])
             guard let type = rest.split(separator: ";", maxSplits: 1).first,
-                  type.trimmingCharacters(in: .whitespaces).lowercased() == "form-data" else { return nil }
+                type.trimmingCharacters(in: .whitespaces).lowercased() == "form-data"
+            else { return nil }
             rest = rest.drop { $0 != ";" }
             while let semicolon = rest.firstIndex(of: ";") {
                 rest = rest[rest.index(after: semicolon)...].drop { $0 == " " || $0 == "\t" }
@@ -114,8 +117,16 @@ struct UploadForm: Sendable {
                     var escaped = false
                     while let character = rest.first {
                         rest = rest.dropFirst()
-                        if escaped { value.append(character); escaped = false } else if character == "\\" { escaped = true }
-                        else if character == "\"" { break } else { value.append(character) }
+                        if escaped {
+                            value.append(character)
+                            escaped = false
+                        } else if character == "\\" {
+                            escaped = true
+                        } else if character == "\"" {
+                            break
+                        } else {
+                            value.append(character)
+                        }
                     }
                 } else {
                     value = String(rest.prefix { $0 != ";" }).trimmingCharacters(in: .whitespaces)

@@ -45,7 +45,8 @@ struct AdminController {
         /// `send_at`) must not silently become a campaign or an immediate send.
         init(_ body: JSONObject<Field>) throws(APIError) {
             guard let appCode = try body.string(.appCode) else {
-                throw body.members[Field.appCode.rawValue] == nil ? .validation("appCode is required") : .validation("appCode must be a string")
+                throw body.members[Field.appCode.rawValue] == nil
+                    ? .validation("appCode is required") : .validation("appCode must be a string")
             }
             self.appCode = appCode
             userIds = try body.integers(.userIds)
@@ -113,8 +114,9 @@ struct AdminController {
                     do { return try ISO8601Time.parse(text, field: field) } catch { throw APIError.validation("\(error)") }
                 }
             }
-            return Validated(priority: jobPriority, sendAt: try time(sendAt, "sendAt"), expiresAt: try time(expiresAt, "expiresAt"),
-                             ttl: ttlSeconds.map { .seconds($0) })
+            return Validated(
+                priority: jobPriority, sendAt: try time(sendAt, "sendAt"), expiresAt: try time(expiresAt, "expiresAt"),
+                ttl: ttlSeconds.map { .seconds($0) })
         }
     }
 
@@ -126,8 +128,10 @@ struct AdminController {
     }
 
     @Sendable func enqueue(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let body = try NotificationRequest(await JSONBody.object(from: request, context: context, fields: NotificationRequest.Field.self,
-                                                                 limit: Self.notificationBodyLimit))
+        let body = try NotificationRequest(
+            await JSONBody.object(
+                from: request, context: context, fields: NotificationRequest.Field.self,
+                limit: Self.notificationBodyLimit))
         let id = try await queue(body, logger: context.logger)
         return JSONBody.response(JobCreated(jobId: id), status: .accepted)
     }
@@ -141,22 +145,26 @@ struct AdminController {
         let id: Int64
         do {
             id = try await deadline.run {
-                try await jobs.enqueue(appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
-                                       idempotencyKey: body.idempotencyKey, sendAt: checked.sendAt, dryRun: body.dryRun ?? false,
-                                       priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl)
+                try await jobs.enqueue(
+                    appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
+                    idempotencyKey: body.idempotencyKey, sendAt: checked.sendAt, dryRun: body.dryRun ?? false,
+                    priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl)
             }
         } catch let rejected as EnqueueRejected {
-            let field: String? = switch rejected.parameter {
-            case .appCode: "appCode"
-            case .expiry: body.expiresAt != nil ? "expiresAt" : "ttlSeconds"
-            case nil: nil
-            }
+            let field: String? =
+                switch rejected.parameter {
+                case .appCode: "appCode"
+                case .expiry: body.expiresAt != nil ? "expiresAt" : "ttlSeconds"
+                case nil: nil
+                }
             throw APIError.validation(field.map { "\($0): \(rejected.description)" } ?? rejected.description)
         }
-        logger.info("job queued", metadata: [
-            "push.job_id": "\(id)", "push.app": "\(body.appCode)",
-            "push.audience": "\(body.userIds.map { "\($0.count) users" } ?? "campaign")",
-        ])
+        logger.info(
+            "job queued",
+            metadata: [
+                "push.job_id": "\(id)", "push.app": "\(body.appCode)",
+                "push.audience": "\(body.userIds.map { "\($0.count) users" } ?? "campaign")",
+            ])
         return id
     }
 
@@ -231,8 +239,10 @@ struct AdminController {
         let cursor = try query.integer("cursor", in: 1...Int64.max, message: "cursor must be a nextCursor this endpoint returned")
         let log = deliveries(context.logger)
         let page = try await deadline.run { try await log.page(filter, below: cursor, limit: Int(limit)) }
-        return JSONBody.response(DeliveryPage(deliveries: page.deliveries,
-                                              nextCursor: page.nextCursor.map(String.init)))
+        return JSONBody.response(
+            DeliveryPage(
+                deliveries: page.deliveries,
+                nextCursor: page.nextCursor.map(String.init)))
     }
 }
 

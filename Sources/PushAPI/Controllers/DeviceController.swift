@@ -40,14 +40,17 @@ struct DeviceController {
             throw APIError.validation(error.description)
         }
         // The batcher keeps the database deadline itself.
-        let result = try await registrations.register(registration, userID: user.userID, appID: user.appID,
-                                                      logger: context.logger)
-        context.logger.info("device registered", metadata: [
-            "push.device_id": "\(result.device.id)",
-            "push.platform": "\(registration.platform.rawValue)",
-            "push.token": "\(maskedToken(registration.token))",
-            "push.created": "\(result.created)",
-        ])
+        let result = try await registrations.register(
+            registration, userID: user.userID, appID: user.appID,
+            logger: context.logger)
+        context.logger.info(
+            "device registered",
+            metadata: [
+                "push.device_id": "\(result.device.id)",
+                "push.platform": "\(registration.platform.rawValue)",
+                "push.token": "\(maskedToken(registration.token))",
+                "push.created": "\(result.created)",
+            ])
         return JSONBody.response(DeviceResponse(result.device), status: result.created ? .created : .ok)
     }
 

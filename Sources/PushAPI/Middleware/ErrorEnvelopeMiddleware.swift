@@ -19,14 +19,14 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             if DatabaseErrorText.isServerError(error) {
                 context.logger.error("database error", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
-                return APIError.internalError.response()
+                return APIError.internal.response()
             }
             if Self.isDatabaseUnavailable(error) {
                 context.logger.warning("database unavailable", metadata: ["push.error": "\(error)"])
                 return APIError.databaseUnavailable.response()
             }
             context.logger.error("unhandled error", metadata: ["push.error": "\(error)"])
-            return APIError.internalError.response()
+            return APIError.internal.response()
         }
     }
 

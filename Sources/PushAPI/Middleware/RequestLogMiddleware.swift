@@ -14,12 +14,14 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let elapsed = ContinuousClock.now - start
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         let level: Logger.Level = response.status.code >= 500 ? .error : .info
-        context.logger.log(level: level, "request", metadata: [
-            "http.method": "\(request.method)",
-            "http.path": "\(Self.loggable(request.uri.path))",
-            "http.status": "\(response.status.code)",
-            "http.duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
-        ])
+        context.logger.log(
+            level: level, "request",
+            metadata: [
+                "http.method": "\(request.method)",
+                "http.path": "\(Self.loggable(request.uri.path))",
+                "http.status": "\(response.status.code)",
+                "http.duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
+            ])
         return response
     }
 

@@ -20,7 +20,8 @@ final class RequestMetrics: Sendable {
     init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
         registrationBatchSize = registry.makeValueHistogram(
-            descriptor: MetricNameDescriptor(metricName: "registration_batch", unitName: "size", helpText: "registrations per database statement"),
+            descriptor: MetricNameDescriptor(
+                metricName: "registration_batch", unitName: "size", helpText: "registrations per database statement"),
             buckets: [1, 2, 4, 8, 16, 32, 64])
     }
 
@@ -34,7 +35,8 @@ final class RequestMetrics: Sendable {
         let counter = counters.withLock { counters in
             if let counter = counters[counterKey] { return counter }
             let counter = registry.makeCounter(
-                descriptor: MetricNameDescriptor(metricName: "http_requests", unitName: "total", helpText: "requests answered, by route and status"),
+                descriptor: MetricNameDescriptor(
+                    metricName: "http_requests", unitName: "total", helpText: "requests answered, by route and status"),
                 labels: [("method", method), ("route", route), ("status", statusLabel)])
             counters[counterKey] = counter
             return counter
@@ -44,7 +46,8 @@ final class RequestMetrics: Sendable {
         let histogram = durations.withLock { durations in
             if let histogram = durations[histogramKey] { return histogram }
             let histogram = registry.makeDurationHistogram(
-                descriptor: MetricNameDescriptor(metricName: "http_request_duration", unitName: "seconds", helpText: "time to answer, by route"),
+                descriptor: MetricNameDescriptor(
+                    metricName: "http_request_duration", unitName: "seconds", helpText: "time to answer, by route"),
                 labels: [("method", method), ("route", route)], buckets: Self.buckets)
             durations[histogramKey] = histogram
             return histogram
@@ -67,8 +70,9 @@ struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         // Unmatched paths share one label so that scanners cannot blow up the label set.
-        metrics.record(route: context.endpointPath ?? "unmatched", method: request.method.rawValue,
-                       status: response.status.code, duration: ContinuousClock.now - start)
+        metrics.record(
+            route: context.endpointPath ?? "unmatched", method: request.method.rawValue,
+            status: response.status.code, duration: ContinuousClock.now - start)
         return response
     }
 }

@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @Suite("AppDirectory: the per-app send rate cap")
 struct AppSendRateTests {

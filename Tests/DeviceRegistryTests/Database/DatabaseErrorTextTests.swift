@@ -1,7 +1,7 @@
 import DeviceRegistry
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct DatabaseErrorTextTests {
     /// A server error's SQLSTATE compares with postgres-nio's named codes.
@@ -18,7 +18,9 @@ import TestSupport
 
     @Test func anErrorNotFromTheDatabaseHasNoSQLState() {
         struct Other: Error {}
-        #expect(DatabaseErrorText.sqlState(Other()) == nil && !DatabaseErrorText.isServerError(Other()) && !DatabaseErrorText.isPoolError(Other()))
+        #expect(
+            DatabaseErrorText.sqlState(Other()) == nil && !DatabaseErrorText.isServerError(Other())
+                && !DatabaseErrorText.isPoolError(Other()))
         #expect(PostgresError.Code.invalidParameterValue.isInClass(of: .dataException))
     }
 }

@@ -1,7 +1,7 @@
 import DeviceRegistry
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @Suite struct TextColumnEnumTests {
     /// Bound one by one or as an array, a case travels as its text.

@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 /// `push_deliveries.error_code` as ``DeliveryErrorCode``: the codes this project writes, in Swift
 /// and in its SQL functions, are the named ones, and each is explained where users read them.
@@ -24,8 +24,9 @@ import TestSupport
 
     /// docs/sending.md's table explains each code this project writes.
     @Test func everyCodeOfOursIsExplainedInTheSendingGuide() throws {
-        let guide = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/sending.md"), encoding: .utf8)
+        let guide = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/sending.md"), encoding: .utf8)
         let explained = Set(guide.matches(of: /^\| `([A-Z_]+)` \|/.anchorsMatchLineEndings()).map { String($0.output.1) })
         #expect(explained == Set(DeliveryErrorCode.written.map(\.rawValue)))
     }

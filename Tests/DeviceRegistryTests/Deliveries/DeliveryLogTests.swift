@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 import WireFormats
 
 @Suite("DeliveryLog: the audit log, newest first, by keyset")
@@ -30,7 +30,8 @@ struct DeliveryLogTests {
             let records = try await log.page(DeliveryFilter(jobID: scenario.jobs[0]), below: nil, limit: 10).deliveries
             try #require(records.count == 2)
             let (failed, sent) = (records[0], records[1])
-            #expect(failed.status == .failed && failed.errorCode == AuditScenario.failure.code
+            #expect(
+                failed.status == .failed && failed.errorCode == AuditScenario.failure.code
                     && failed.errorMessage == AuditScenario.failure.message && failed.attempts == 2 && failed.fcmMessageID == nil)
             #expect(failed.userID == 2 && failed.appCode == "wowa" && failed.platform == .android && failed.deviceID == scenario.devices[1])
             #expect(failed.maskedToken == AuditScenario.masked(1) && failed.maskedToken == "wowa-user2-android-t…")
@@ -72,7 +73,10 @@ struct DeliveryLogTests {
             #expect(seen == [scenario.deliveries[3], scenario.deliveries[2]])
             seen = []
             await #expect(throws: Stop.self) {
-                try await log.each(DeliveryFilter()) { seen.append($0.id); if seen.count == 2 { throw Stop() } }
+                try await log.each(DeliveryFilter()) {
+                    seen.append($0.id)
+                    if seen.count == 2 { throw Stop() }
+                }
             }
             #expect(seen.count == 2)
         }

@@ -1,6 +1,6 @@
 import DeviceRegistry
-import Testing
 import TestSupport
+import Testing
 
 /// `push_deliveries.status` read as ``DeliveryStatus``: every value the schema allows, and nothing else.
 @Suite struct DeliveryStatusTests {

@@ -1,7 +1,7 @@
 import DeviceRegistry
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 /// `push_devices.deactivation_reason` read as ``DeactivationReason``: the cases are what the
 /// schema allows (sql/013), and every reason the SQL functions write themselves is one of them.
@@ -11,10 +11,12 @@ import TestSupport
             let allowed = try await allowedValues(client, constraint: "push_devices_deactivation_reason_check")
             #expect(allowed == Set(DeactivationReason.allCases.map(\.rawValue)))
             var written: Set<String> = []
-            for try await reason in try await client.query("""
+            for try await reason in try await client.query(
+                """
                 SELECT DISTINCT unnest(regexp_matches(prosrc, 'deactivation_reason\\s*=[^;]*?''(\\w+)''', 'g'))
                   FROM pg_proc WHERE pronamespace = 'public'::regnamespace
-                """).decode(String.self) {
+                """
+            ).decode(String.self) {
                 written.insert(reason)
             }
             #expect(written == ["account_switch", "device_limit", "replaced"])
@@ -29,7 +31,8 @@ import TestSupport
             let app = try await addApp(client)
             _ = try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (1, \(app), 'tok-1', 'ios')")
             await #expect(throws: PSQLError.self) {
-                _ = try await client.query("""
+                _ = try await client.query(
+                    """
                     UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'uninstalled'
                     """)
             }

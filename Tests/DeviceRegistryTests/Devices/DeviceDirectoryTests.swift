@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @Suite("DeviceDirectory rules against PostgreSQL")
 struct DeviceDirectoryTests {
@@ -16,7 +16,8 @@ struct DeviceDirectoryTests {
             #expect(first.device.token == "tok-1" && first.device.deviceID == "phone-1" && first.device.platform == .ios)
 
             try await Task.sleep(for: .milliseconds(5))
-            let second = try await registry.register(registration("tok-1", platform: "android", deviceID: "phone-1"), userID: 7, appID: app, logger: testLogger)
+            let second = try await registry.register(
+                registration("tok-1", platform: "android", deviceID: "phone-1"), userID: 7, appID: app, logger: testLogger)
             #expect(!second.created)
             #expect(second.device.id == first.device.id)
             #expect(second.device.createdAt == first.device.createdAt)
@@ -87,7 +88,8 @@ struct DeviceDirectoryTests {
             _ = try await registry.register(registration("phone-tok", deviceID: "phone"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("alice-tablet-tok", deviceID: "tablet"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("phone-tok", deviceID: "phone"), userID: 2, appID: app, logger: testLogger)
-            #expect(try await rows(client, token: "phone-tok").map { "\($0.0) \($0.1) \($0.2 ?? "-")" }
+            #expect(
+                try await rows(client, token: "phone-tok").map { "\($0.0) \($0.1) \($0.2 ?? "-")" }
                     == ["1 false account_switch", "2 true -"])
             // Alice's other device is hers alone.
             #expect(try await rows(client, token: "alice-tablet-tok").map(\.1) == [true])
@@ -148,8 +150,11 @@ struct DeviceDirectoryTests {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
             let registry = DeviceDirectory(client: client)
-            let old = try await registry.register(registration("tok-before-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger).device
-            _ = try await registry.register(registration("tok-after-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger)
+            let old = try await registry.register(
+                registration("tok-before-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger
+            ).device
+            _ = try await registry.register(
+                registration("tok-after-refresh", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("tok-tablet", deviceID: "tablet-1"), userID: 1, appID: app, logger: testLogger)
             _ = try await registry.register(registration("tok-other-user", deviceID: "phone-2"), userID: 2, appID: app, logger: testLogger)
             #expect(try await registry.deactivate(deviceID: old.id, userID: 1, appID: app, logger: testLogger))
@@ -196,12 +201,13 @@ struct DeviceDirectoryTests {
             let app = try await addApp(client)
             let registry = DeviceDirectory(client: client)
             func register(_ token: String, user: Int64 = 1) async throws {
-                _ = try await registry.register(registration(token), userID: user, appID: app,
-                                                maximumActiveDevices: 3, logger: testLogger)
+                _ = try await registry.register(
+                    registration(token), userID: user, appID: app,
+                    maximumActiveDevices: 3, logger: testLogger)
             }
             for token in ["tok-1", "tok-2", "tok-3"] { try await register(token) }
-            try await register("tok-1")             // refreshed: now the most recent
-            try await register("tok-3")             // already active at the cap: nothing goes
+            try await register("tok-1")  // refreshed: now the most recent
+            try await register("tok-3")  // already active at the cap: nothing goes
             #expect(try await activeTokens(client, user: 1) == ["tok-1", "tok-2", "tok-3"])
             try await register("tok-4")
             #expect(try await rows(client, token: "tok-2").map { "\($0.1) \($0.2 ?? "-")" } == ["false device_limit"])
@@ -220,11 +226,13 @@ struct DeviceDirectoryTests {
             let app = try await addApp(client)
             let registry = DeviceDirectory(client: client)
             for (token, device) in [("phone-old", "phone"), ("tablet", "tablet")] {
-                _ = try await registry.register(registration(token, deviceID: device), userID: 1, appID: app,
-                                                maximumActiveDevices: 2, logger: testLogger)
+                _ = try await registry.register(
+                    registration(token, deviceID: device), userID: 1, appID: app,
+                    maximumActiveDevices: 2, logger: testLogger)
             }
-            _ = try await registry.register(registration("phone-new", deviceID: "phone"), userID: 1, appID: app,
-                                            maximumActiveDevices: 2, logger: testLogger)
+            _ = try await registry.register(
+                registration("phone-new", deviceID: "phone"), userID: 1, appID: app,
+                maximumActiveDevices: 2, logger: testLogger)
             #expect(try await rows(client, token: "phone-old").map { $0.2 } == ["replaced"])
             #expect(try await activeTokens(client, user: 1) == ["phone-new", "tablet"])
         }
@@ -237,7 +245,8 @@ struct DeviceDirectoryTests {
             let app = try await addApp(client)
             let registry = DeviceDirectory(client: client)
             for index in 1...6 {
-                _ = try await registry.register(registration("tok-\(index)"), userID: 1, appID: app, maximumActiveDevices: 10, logger: testLogger)
+                _ = try await registry.register(
+                    registration("tok-\(index)"), userID: 1, appID: app, maximumActiveDevices: 10, logger: testLogger)
             }
             _ = try await registry.register(registration("tok-7"), userID: 1, appID: app, maximumActiveDevices: 2, logger: testLogger)
             #expect(try await activeTokens(client, user: 1) == ["tok-6", "tok-7"])
@@ -269,9 +278,11 @@ struct DeviceDirectoryTests {
             _ = try await registry.register(registration("tok-kept"), userID: 1, appID: app, logger: testLogger)
             for cap in [0, -1] {
                 await #expect {
-                    _ = try await registry.register(registration("tok-new"), userID: 1, appID: app, maximumActiveDevices: cap, logger: testLogger)
+                    _ = try await registry.register(
+                        registration("tok-new"), userID: 1, appID: app, maximumActiveDevices: cap, logger: testLogger)
                 } throws: { error in
-                    DatabaseErrorText.sqlState(error) == .invalidParameterValue && DatabaseErrorText.describe(error).contains("max active devices must be at least 1")
+                    DatabaseErrorText.sqlState(error) == .invalidParameterValue
+                        && DatabaseErrorText.describe(error).contains("max active devices must be at least 1")
                 }
             }
             #expect(try await activeTokens(client, user: 1) == ["tok-kept"])
@@ -285,10 +296,12 @@ struct DeviceDirectoryTests {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             var arguments = ""
             for try await text in try await client.query(
-                "SELECT pg_get_function_arguments('push_register_device'::regproc)").decode(String.self) {
+                "SELECT pg_get_function_arguments('push_register_device'::regproc)"
+            ).decode(String.self) {
                 arguments = text
             }
-            #expect(arguments.hasSuffix("p_max_active_devices integer DEFAULT \(DeviceDirectory.defaultMaximumActiveDevices)"), "\(arguments)")
+            #expect(
+                arguments.hasSuffix("p_max_active_devices integer DEFAULT \(DeviceDirectory.defaultMaximumActiveDevices)"), "\(arguments)")
         }
     }
 
@@ -346,7 +359,8 @@ struct ConcurrencyTests {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for user in 1...40 {
                         group.addTask {
-                            _ = try await registry.register(registration(token, deviceID: "phone-\(user % 3)"), userID: Int64(user), appID: app, logger: testLogger)
+                            _ = try await registry.register(
+                                registration(token, deviceID: "phone-\(user % 3)"), userID: Int64(user), appID: app, logger: testLogger)
                         }
                     }
                     try await group.waitForAll()
@@ -397,9 +411,12 @@ struct ConcurrencyTests {
                 }
                 try await group.waitForAll()
             }
-            #expect(try await count(client, """
-                SELECT count(*)::int FROM (SELECT token FROM push_devices WHERE is_active GROUP BY app_id, token HAVING count(*) > 1) t
-                """) == 0)
+            #expect(
+                try await count(
+                    client,
+                    """
+                    SELECT count(*)::int FROM (SELECT token FROM push_devices WHERE is_active GROUP BY app_id, token HAVING count(*) > 1) t
+                    """) == 0)
         }
     }
 
@@ -409,7 +426,8 @@ struct ConcurrencyTests {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
             let registry = DeviceDirectory(client: client)
-            let existing = try await registry.register(registration("tok-old", deviceID: "phone-9"), userID: 9, appID: app, logger: testLogger)
+            let existing = try await registry.register(
+                registration("tok-old", deviceID: "phone-9"), userID: 9, appID: app, logger: testLogger)
             let batch: [DeviceDirectory.Registration] = [
                 .init(try registration("tok-a", deviceID: "phone-1"), userID: 1, appID: app),
                 .init(try registration("tok-old", platform: "android", deviceID: "phone-9"), userID: 9, appID: app),
@@ -457,7 +475,9 @@ struct ConcurrencyTests {
             let app = try await addApp(client)
             let secret = "-----BEGIN PRIVATE KEY-----SECRET-MATERIAL"
             await #expect {
-                try await client.query("INSERT INTO apps (code, name, fcm_project_id, fcm_client_email, fcm_private_key) VALUES ('Not Valid', 'x', 'p', 'e', \(secret))")
+                try await client.query(
+                    "INSERT INTO apps (code, name, fcm_project_id, fcm_client_email, fcm_private_key) VALUES ('Not Valid', 'x', 'p', 'e', \(secret))"
+                )
             } throws: { error in
                 let text = DatabaseErrorText.describe(error)
                 return text.contains("apps_code_check") && !text.contains("SECRET")

@@ -1,6 +1,6 @@
 import DeviceRegistry
-import Testing
 import TestSupport
+import Testing
 
 /// `push_devices.platform` and `token_type` read as ``Platform`` and ``TokenType``: every value
 /// the schema allows, and nothing else (an unknown platform is an error, never read as iOS).

@@ -1,7 +1,7 @@
 import DeviceRegistry
 import Foundation
-import Testing
 import ServiceSupport
+import Testing
 
 @Suite("Registration input rules")
 struct ValidationTests {
@@ -56,7 +56,9 @@ struct DatabaseConfigurationTests {
         #expect(configuration.unixSocketPath == "/run/postgresql/.s.PGSQL.5432")
     }
 
-    @Test(arguments: ["mysql://u@h/db", "postgres://h/db", "postgres://u@h/db?sslmode=sometimes", "not a url", "postgres://u@h/db?pool_max=0"])
+    @Test(arguments: [
+        "mysql://u@h/db", "postgres://h/db", "postgres://u@h/db?sslmode=sometimes", "not a url", "postgres://u@h/db?pool_max=0",
+    ])
     func refusesUnusableURLs(url: String) {
         #expect(throws: DatabaseURLError.self) { try DatabaseConfiguration.parse(url) }
     }

@@ -1,8 +1,8 @@
 import DeviceRegistry
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 import WireFormats
 
 /// Scheduling priority and expiry (issue 24), over SQL as backend teams call it and through
@@ -14,7 +14,8 @@ struct JobPriorityAndExpiryTests {
     func withApp(_ body: @Sendable (JobDirectory, PostgresClient) async throws -> Void) async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'tok-' || g, 'android' FROM generate_series(1, 3) g
                 """)
             try await body(JobDirectory(client: client, logger: testLogger), client)
@@ -23,7 +24,8 @@ struct JobPriorityAndExpiryTests {
 
     func stored(_ client: PostgresClient, _ job: Int64) async throws -> (priority: String, expiresAt: Date?, sendAt: Date) {
         for try await row in try await client.query("SELECT priority, expires_at, send_at FROM push_jobs WHERE id = \(job)")
-            .decode((String, Date?, Date).self) {
+            .decode((String, Date?, Date).self)
+        {
             return row
         }
         throw CancellationError()
@@ -32,14 +34,16 @@ struct JobPriorityAndExpiryTests {
     @Test func sqlCallersGetHighForUsersAndBulkForCampaignsAndMayNameAny() async throws {
         try await withApp { (_, client) async throws in
             func enqueue(campaign: Bool, _ priority: String? = nil) async throws -> String {
-                let call: PostgresQuery = switch (campaign, priority) {
-                case (false, nil): "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(Self.message)::jsonb)"
-                case (true, nil): "SELECT push_enqueue_campaign(app_code => 'wowa', message => \(Self.message)::jsonb)"
-                case (false, let priority?):
-                    "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(Self.message)::jsonb, priority => \(priority))"
-                case (true, let priority?):
-                    "SELECT push_enqueue_campaign(app_code => 'wowa', message => \(Self.message)::jsonb, priority => \(priority))"
-                }
+                let call: PostgresQuery =
+                    switch (campaign, priority) {
+                    case (false, nil):
+                        "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(Self.message)::jsonb)"
+                    case (true, nil): "SELECT push_enqueue_campaign(app_code => 'wowa', message => \(Self.message)::jsonb)"
+                    case (false, let priority?):
+                        "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(Self.message)::jsonb, priority => \(priority))"
+                    case (true, let priority?):
+                        "SELECT push_enqueue_campaign(app_code => 'wowa', message => \(Self.message)::jsonb, priority => \(priority))"
+                    }
                 var id: Int64 = 0
                 for try await value in try await client.query(call).decode(Int64.self) { id = value }
                 return try await stored(client, id).priority
@@ -57,7 +61,8 @@ struct JobPriorityAndExpiryTests {
             ] {
                 // The RAISE arrives with the rows.
                 await #expect { for try await _ in try await client.query(call) {} } throws: { error in
-                    DatabaseErrorText.sqlState(error) == .invalidParameterValue && DatabaseErrorText.describe(error).hasPrefix("priority must be high, normal or bulk, not ")
+                    DatabaseErrorText.sqlState(error) == .invalidParameterValue
+                        && DatabaseErrorText.describe(error).hasPrefix("priority must be high, normal or bulk, not ")
                 }
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 8)
@@ -67,8 +72,9 @@ struct JobPriorityAndExpiryTests {
     @Test func enqueueLeavesTheDefaultToTheFunctionsAndPassesAPriorityThrough() async throws {
         try await withApp { (jobs, client) async throws in
             func enqueue(users: [Int64]?, _ priority: JobPriority?) async throws -> JobSummary {
-                let id = try await jobs.enqueue(appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
-                                                sendAt: nil, dryRun: false, priority: priority)
+                let id = try await jobs.enqueue(
+                    appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
+                    sendAt: nil, dryRun: false, priority: priority)
                 return try #require(try await jobs.job(id))
             }
             #expect(try await enqueue(users: [1], nil).priority == .high)
@@ -86,15 +92,18 @@ struct JobPriorityAndExpiryTests {
         try await withApp { (jobs, client) async throws in
             let sendAt = try #require(ISO8601Time.parse("2030-01-01T09:00:00Z"))
             let expiresAt = try #require(ISO8601Time.parse("2030-01-01T10:00:00.250Z"))
-            let byTime = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
-                                                sendAt: sendAt, dryRun: false, expiresAt: expiresAt)
+            let byTime = try await jobs.enqueue(
+                appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
+                sendAt: sendAt, dryRun: false, expiresAt: expiresAt)
             #expect(try await stored(client, byTime).expiresAt == expiresAt)
-            let byTTL = try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: Self.message, idempotencyKey: nil,
-                                               sendAt: sendAt, dryRun: false, ttl: .seconds(90) + .milliseconds(500))
+            let byTTL = try await jobs.enqueue(
+                appCode: "wowa", userIDs: nil, platforms: nil, message: Self.message, idempotencyKey: nil,
+                sendAt: sendAt, dryRun: false, ttl: .seconds(90) + .milliseconds(500))
             #expect(try await stored(client, byTTL).expiresAt == sendAt + 90.5)
             // Without a send time, from now.
-            let fromNow = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
-                                                 sendAt: nil, dryRun: false, ttl: .seconds(3600))
+            let fromNow = try await jobs.enqueue(
+                appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
+                sendAt: nil, dryRun: false, ttl: .seconds(3600))
             let row = try await stored(client, fromNow)
             #expect(abs(try #require(row.expiresAt).timeIntervalSince(row.sendAt) - 3600) < 0.001)
             let summary = try #require(try await jobs.job(byTime))
@@ -125,9 +134,10 @@ struct JobPriorityAndExpiryTests {
         try await withApp { (jobs, client) async throws in
             for users: [Int64]? in [[1], nil] {
                 let error = await #expect(throws: EnqueueRejected.self) {
-                    try await jobs.enqueue(appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
-                                           sendAt: refusal.sendAt, dryRun: false, priority: .high, expiresAt: refusal.expiresAt,
-                                           ttl: refusal.ttl)
+                    try await jobs.enqueue(
+                        appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
+                        sendAt: refusal.sendAt, dryRun: false, priority: .high, expiresAt: refusal.expiresAt,
+                        ttl: refusal.ttl)
                 }
                 #expect(error?.description.contains(refusal.says) == true, "\(String(describing: error))")
                 #expect(error?.parameter == .expiry, "callers name their expiry option for \(String(describing: error))")
@@ -140,10 +150,12 @@ struct JobPriorityAndExpiryTests {
     /// every second); the summary counts those apart.
     @Test func expiredDeliveriesAreSkippedAndCountedInTheSummary() async throws {
         try await withApp { (jobs, client) async throws in
-            let expiring = try await jobs.enqueue(appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: Self.message,
-                                                  idempotencyKey: nil, sendAt: nil, dryRun: false, priority: .normal, ttl: .seconds(1))
-            let lasting = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message,
-                                                 idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600))
+            let expiring = try await jobs.enqueue(
+                appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: Self.message,
+                idempotencyKey: nil, sendAt: nil, dryRun: false, priority: .normal, ttl: .seconds(1))
+            let lasting = try await jobs.enqueue(
+                appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message,
+                idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600))
             let before = try #require(try await jobs.job(expiring))
             #expect(before.status == .queued && before.pending == 3 && before.expired == 0 && before.priority == .normal)
             try await Task.sleep(for: .milliseconds(1100))
@@ -154,7 +166,8 @@ struct JobPriorityAndExpiryTests {
             #expect(after.status == .completed && after.audience == 3 && after.skipped == 3 && after.expired == 3 && after.pending == 0)
             #expect(after.expiresAt == before.expiresAt && after.priority == .normal)
             #expect(abs(try #require(after.expiresAt).timeIntervalSince(after.sendAt) - 1) < 0.001)
-            let expiredRows: PostgresQuery = "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(expiring) AND error_code = 'EXPIRED'"
+            let expiredRows: PostgresQuery =
+                "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(expiring) AND error_code = 'EXPIRED'"
             #expect(try await count(client, expiredRows) == 3)
             let other = try #require(try await jobs.job(lasting))
             #expect(other.status == .queued && other.expired == 0 && other.pending == 1 && other.priority == .high)
@@ -179,20 +192,25 @@ struct EnqueueRefusalTests {
             ]
             for (app, message, reason, parameter) in refused {
                 await #expect(throws: EnqueueRejected(description: reason, parameter: parameter)) {
-                    try await jobs.enqueue(appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false)
+                    try await jobs.enqueue(
+                        appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false)
                 }
             }
             // An unset variable in a cron line must not become a key that swallows every later run.
             for key in ["", String(repeating: "k", count: 201)] {
                 for userIDs: [Int64]? in [[1], nil] {
-                    await #expect(throws: EnqueueRejected(description: "idempotency key must be 1 to 200 characters (leave it out for none)")) {
-                        try await jobs.enqueue(appCode: "wowa", userIDs: userIDs, platforms: nil, message: "{}", idempotencyKey: key, sendAt: nil,
-                                               dryRun: false)
+                    await #expect(
+                        throws: EnqueueRejected(description: "idempotency key must be 1 to 200 characters (leave it out for none)")
+                    ) {
+                        try await jobs.enqueue(
+                            appCode: "wowa", userIDs: userIDs, platforms: nil, message: "{}", idempotencyKey: key, sendAt: nil,
+                            dryRun: false)
                     }
                 }
             }
             await #expect(throws: EnqueueRejected.self) {
-                try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: "not json", idempotencyKey: nil, sendAt: nil, dryRun: false)
+                try await jobs.enqueue(
+                    appCode: "wowa", userIDs: nil, platforms: nil, message: "not json", idempotencyKey: nil, sendAt: nil, dryRun: false)
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
         }
@@ -204,8 +222,9 @@ struct EnqueueRefusalTests {
             _ = try await addApp(client)
             let jobs = JobDirectory(client: client, logger: testLogger)
             for message in [#"{"fcmOptions":{"analyticsLabel":"digest"}}"#, #"{"fcm_options":{"analytics_label":"digest"}}"#] {
-                _ = try await jobs.enqueue(appCode: "wowa", userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil,
-                                           dryRun: false)
+                _ = try await jobs.enqueue(
+                    appCode: "wowa", userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil,
+                    dryRun: false)
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 2)
         }
@@ -217,13 +236,17 @@ struct EnqueueRefusalTests {
             _ = try await addApp(client)
             let jobs = JobDirectory(client: client, logger: testLogger)
             func enqueue(dryRun: Bool) async throws -> Int64 {
-                try await jobs.enqueue(appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#,
-                                       idempotencyKey: "daily-digest-2026-11-21", sendAt: nil, dryRun: dryRun)
+                try await jobs.enqueue(
+                    appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#,
+                    idempotencyKey: "daily-digest-2026-11-21", sendAt: nil, dryRun: dryRun)
             }
             let rehearsal = try await enqueue(dryRun: true)
             #expect(try await enqueue(dryRun: true) == rehearsal)
-            await #expect(throws: EnqueueRejected(description:
-                #"idempotency key "daily-digest-2026-11-21" was used by dry-run job \#(rehearsal); give the real send its own key"#)) {
+            await #expect(
+                throws: EnqueueRejected(
+                    description:
+                        #"idempotency key "daily-digest-2026-11-21" was used by dry-run job \#(rehearsal); give the real send its own key"#)
+            ) {
                 try await enqueue(dryRun: false)
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 1)
@@ -239,9 +262,12 @@ struct JobEndingTests {
         let database = try await TestPostgres.shared.makeDatabase()
         try await database.withClient { client in
             let app = try await addApp(client)
-            _ = try await client.query("INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'expand-' || g, 'ios' FROM generate_series(1, 50) g")
+            _ = try await client.query(
+                "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'expand-' || g, 'ios' FROM generate_series(1, 50) g"
+            )
             let job = try await JobDirectory(client: client, logger: testLogger).enqueue(
-                appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil, sendAt: nil, dryRun: false)
+                appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
+                sendAt: nil, dryRun: false)
             _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 try await client.withTransaction(logger: testLogger) { expander in
@@ -251,12 +277,15 @@ struct JobEndingTests {
                         #expect(outcome == .cancelled)
                     }
                     try await Task.sleep(for: .milliseconds(300))  // the cancel is now waiting for the row
-                    _ = try await expander.query("INSERT INTO push_deliveries (job_id, device_id) SELECT \(job), id FROM push_devices", logger: testLogger)
+                    _ = try await expander.query(
+                        "INSERT INTO push_deliveries (job_id, device_id) SELECT \(job), id FROM push_devices", logger: testLogger)
                 }
                 try await group.waitForAll()
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE status = 'pending'") == 0)
-            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE status = 'skipped' AND error_code = 'CANCELLED'") == 50)
+            #expect(
+                try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE status = 'skipped' AND error_code = 'CANCELLED'")
+                    == 50)
         }
     }
 }

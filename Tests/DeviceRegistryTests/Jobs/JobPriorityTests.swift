@@ -1,7 +1,7 @@
 import DeviceRegistry
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 /// `push_jobs.priority` read as ``JobPriority``: every value the schema allows, and nothing else.
 @Suite struct JobPriorityTests {

@@ -1,6 +1,6 @@
 import DeviceRegistry
-import Testing
 import TestSupport
+import Testing
 
 /// `push_jobs.status` read as ``JobStatus``: every value the schema allows, and nothing else.
 @Suite struct JobStatusTests {

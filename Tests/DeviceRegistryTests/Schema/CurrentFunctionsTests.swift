@@ -1,15 +1,16 @@
 import DeviceRegistry
 import Foundation
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 /// Migrations redefine functions (push_enqueue_job is in 003, 004 and 012): docs/schema/functions.sql
 /// holds the current text of each, as PostgreSQL prints it after every migration, and this test
 /// keeps it true.
 @Suite("The current SQL functions, in one file")
 struct CurrentFunctionsTests {
-    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
         .appendingPathComponent("docs/schema/functions.sql")
 
     static let header = """

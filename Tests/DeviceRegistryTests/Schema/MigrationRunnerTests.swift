@@ -2,8 +2,8 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Migrations")
 struct MigrationRunnerTests {
@@ -60,8 +60,10 @@ struct MigrationRunnerTests {
 
     @Test func aDatabaseAheadOfThisBuildIsRefused() async throws {
         try await TestPostgres.shared.makeEmptyDatabase().withClient { client in
-            try await MigrationRunner(migrations: [Migration(version: "001_a", sql: "SELECT 1"), Migration(version: "002_b", sql: "SELECT 1")])
-                .run(on: client, logger: testLogger)
+            try await MigrationRunner(migrations: [
+                Migration(version: "001_a", sql: "SELECT 1"), Migration(version: "002_b", sql: "SELECT 1"),
+            ])
+            .run(on: client, logger: testLogger)
             await #expect(throws: MigrationError.self) {
                 try await MigrationRunner(migrations: [Migration(version: "001_a", sql: "SELECT 1")]).run(on: client, logger: testLogger)
             }
@@ -108,7 +110,9 @@ struct ServiceAccountTests {
     }
 
     @Test func refusesBrokenFiles() {
-        let notJSON = #expect(throws: ServiceAccountError.self) { try ServiceAccount(json: Data("{\n  \"type\": \"service_account\",\n}".utf8)) }
+        let notJSON = #expect(throws: ServiceAccountError.self) {
+            try ServiceAccount(json: Data("{\n  \"type\": \"service_account\",\n}".utf8))
+        }
         #expect(notJSON?.description == "service account file is not valid JSON: unexpected '}' at line 3, column 1")
         #expect(throws: ServiceAccountError.notAnObject) { try ServiceAccount(json: Data("[]".utf8)) }
         #expect(throws: ServiceAccountError.notAString("project_id")) { try ServiceAccount(json: Data(#"{"project_id":5}"#.utf8)) }
@@ -119,7 +123,10 @@ struct ServiceAccountTests {
             try ServiceAccount(json: Data(#"{"type":"service_account","project_id":"p","private_key":"k"}"#.utf8))
         }
         #expect(throws: ServiceAccountError.unreadablePrivateKey) {
-            try ServiceAccount(json: Data(#"{"project_id":"p","client_email":"a@b","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#.utf8))
+            try ServiceAccount(
+                json: Data(
+                    #"{"project_id":"p","client_email":"a@b","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#
+                        .utf8))
         }
     }
 }

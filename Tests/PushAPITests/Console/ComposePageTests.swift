@@ -2,9 +2,10 @@ import DeviceRegistry
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// The compose page through HTTP, signed in, against a real database: what it queues, and that
 /// what it refuses is what POST /push/notifications refuses, in the API's words.
@@ -27,7 +28,8 @@ struct ComposePageTests {
     }
 
     static func jobRow(_ fixture: APIFixture, _ id: Int64) async throws -> String {
-        try await fixture.database.text("""
+        try await fixture.database.text(
+            """
             SELECT concat_ws(' | ', user_ids::text, platforms::text, message::text, priority, validate_only, idempotency_key,
                              extract(epoch FROM send_at)::bigint, extract(epoch FROM expires_at - send_at)::bigint)
               FROM push_jobs WHERE id = \(id)
@@ -43,17 +45,21 @@ struct ComposePageTests {
             #expect(form.status == .ok)
             #expect(form.text.contains(#"<option value="wowa" selected>Wowa (wowa)</option>"#))
             #expect(form.text.contains(#"<a href="/console/compose" aria-current="page">Compose</a>"#))
-            for label in ["appCode", "userIds", "title", "body", "data", "message", "sendAt", "expiresAt", "ttlSeconds", "priority",
-                          "idempotencyKey"] {
+            for label in [
+                "appCode", "userIds", "title", "body", "data", "message", "sendAt", "expiresAt", "ttlSeconds", "priority",
+                "idempotencyKey",
+            ] {
                 #expect(form.text.contains(#"<label for="\#(label)""#), "every input has its label: \(label)")
             }
 
             let sendAt = "2031-05-01T09:00:00Z"
-            let queued = try await Self.compose(&browser, client, [
-                ("appCode", "wowa"), ("audience", "users"), ("userIds", "1, 2\n3"), ("content", "fields"), ("title", "Sale"),
-                ("body", "Half price"), ("data", "orderId=42\nkind = promo"), ("sendAt", sendAt), ("ttlSeconds", "3600"),
-                ("priority", "normal"), ("dryRun", "on"), ("idempotencyKey", "console-1"), ("action", "send"),
-            ])
+            let queued = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "users"), ("userIds", "1, 2\n3"), ("content", "fields"), ("title", "Sale"),
+                    ("body", "Half price"), ("data", "orderId=42\nkind = promo"), ("sendAt", sendAt), ("ttlSeconds", "3600"),
+                    ("priority", "normal"), ("dryRun", "on"), ("idempotencyKey", "console-1"), ("action", "send"),
+                ])
             #expect(queued.status == .seeOther)
             let location = try #require(queued.headers[.location])
             let id = try #require(Int64(location.replacingOccurrences(of: "/console/jobs/", with: "")))
@@ -61,24 +67,31 @@ struct ComposePageTests {
             #expect(page.status == .ok && page.text.contains("<h1>Job #\(id)"))
 
             // The same job asked of the API: the same row but for the key.
-            let api = try await client.send(.post, "/push/notifications", token: ConsoleBrowser.adminToken, json: """
-                {"appCode":"wowa","userIds":[1,2,3],"message":{"notification":{"title":"Sale","body":"Half price"},
-                 "data":{"orderId":"42","kind":"promo"}},"sendAt":"\(sendAt)","ttlSeconds":3600,"priority":"normal",
-                 "dryRun":true,"idempotencyKey":"api-1"}
-                """)
+            let api = try await client.send(
+                .post, "/push/notifications", token: ConsoleBrowser.adminToken,
+                json: """
+                    {"appCode":"wowa","userIds":[1,2,3],"message":{"notification":{"title":"Sale","body":"Half price"},
+                     "data":{"orderId":"42","kind":"promo"}},"sendAt":"\(sendAt)","ttlSeconds":3600,"priority":"normal",
+                     "dryRun":true,"idempotencyKey":"api-1"}
+                    """)
             #expect(api.status == .accepted, "\(api.text)")
             let apiJob = try #require(api.jobID)
             let row = try await Self.jobRow(fixture, id)
             #expect(row == (try await Self.jobRow(fixture, apiJob)).replacingOccurrences(of: "api-1", with: "console-1"))
             #expect(row.hasPrefix("{1,2,3} | ") && row.contains("| normal | t | console-1 | 1935392400 | 3600"), "\(row)")
 
-            let campaign = try await Self.compose(&browser, client, [
-                ("appCode", "wowa"), ("audience", "campaign"), ("platforms", "web"), ("platforms", "android"), ("content", "json"),
-                ("message", #"{"data":{"k":"v"}}"#), ("action", "send"),
-            ])
+            let campaign = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "campaign"), ("platforms", "web"), ("platforms", "android"), ("content", "json"),
+                    ("message", #"{"data":{"k":"v"}}"#), ("action", "send"),
+                ])
             #expect(campaign.status == .seeOther)
-            let campaignID = try #require(campaign.headers[.location].flatMap { Int64($0.replacingOccurrences(of: "/console/jobs/", with: "")) })
-            #expect(try await fixture.database.text("SELECT platforms::text || ' ' || priority || ' ' || (user_ids IS NULL) FROM push_jobs WHERE id = \(campaignID)")
+            let campaignID = try #require(
+                campaign.headers[.location].flatMap { Int64($0.replacingOccurrences(of: "/console/jobs/", with: "")) })
+            #expect(
+                try await fixture.database.text(
+                    "SELECT platforms::text || ' ' || priority || ' ' || (user_ids IS NULL) FROM push_jobs WHERE id = \(campaignID)")
                     == "{android,web} bulk true")
         }
     }
@@ -96,12 +109,14 @@ struct ComposePageTests {
             Refusal(form: [], json: "", field: "audience"),
             Refusal(form: [("userIds", "1"), ("platforms", "ios")], json: #""userIds":[1],"platforms":["ios"]"#, field: "platforms"),
             Refusal(form: [("userIds", "1"), ("sendAt", "tomorrow")], json: #""userIds":[1],"sendAt":"tomorrow""#, field: "sendAt"),
-            Refusal(form: [("userIds", "1"), ("expiresAt", "2040-01-01T00:00:00Z"), ("ttlSeconds", "60")],
-                    json: #""userIds":[1],"expiresAt":"2040-01-01T00:00:00Z","ttlSeconds":60"#, field: "expiry"),
+            Refusal(
+                form: [("userIds", "1"), ("expiresAt", "2040-01-01T00:00:00Z"), ("ttlSeconds", "60")],
+                json: #""userIds":[1],"expiresAt":"2040-01-01T00:00:00Z","ttlSeconds":60"#, field: "expiry"),
             Refusal(form: [("userIds", "1"), ("ttlSeconds", "1.5")], json: #""userIds":[1],"ttlSeconds":"1.5""#, field: "expiry"),
             Refusal(form: [("userIds", "1"), ("priority", "urgent")], json: #""userIds":[1],"priority":"urgent""#, field: "priority"),
-            Refusal(form: [("userIds", "1"), ("idempotencyKey", String(repeating: "k", count: 201))],
-                    json: #""userIds":[1],"idempotencyKey":"\#(String(repeating: "k", count: 201))""#, field: "idempotencyKey"),
+            Refusal(
+                form: [("userIds", "1"), ("idempotencyKey", String(repeating: "k", count: 201))],
+                json: #""userIds":[1],"idempotencyKey":"\#(String(repeating: "k", count: 201))""#, field: "idempotencyKey"),
         ]
     }
 
@@ -110,17 +125,23 @@ struct ComposePageTests {
         let fixture = try await APIFixture.make()
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             let members = [#""appCode":"wowa""#, refusal.json, #""message":{"notification":{"title":"Hi"}}"#].filter { !$0.isEmpty }
-            let api = try await client.send(.post, "/push/notifications", token: ConsoleBrowser.adminToken,
-                                            json: "{" + members.joined(separator: ",") + "}")
+            let api = try await client.send(
+                .post, "/push/notifications", token: ConsoleBrowser.adminToken,
+                json: "{" + members.joined(separator: ",") + "}")
             #expect(api.status == .badRequest)
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
             for action in ["preview", "send"] {
-                let page = try await Self.compose(&browser, client, [("appCode", "wowa"), ("audience", "users"), ("content", "fields"),
-                                                                     ("title", "Hi")] + refusal.form + [("action", action)])
+                let page = try await Self.compose(
+                    &browser, client,
+                    [
+                        ("appCode", "wowa"), ("audience", "users"), ("content", "fields"),
+                        ("title", "Hi"),
+                    ] + refusal.form + [("action", action)])
                 #expect(page.status == .badRequest)
-                #expect(page.text.contains(#"<p class="error field-error" id="\#(refusal.field)-error">\#(Self.escaped(api.message))</p>"#),
-                        "\(action): \(api.message)\n\(page.text)")
+                #expect(
+                    page.text.contains(#"<p class="error field-error" id="\#(refusal.field)-error">\#(Self.escaped(api.message))</p>"#),
+                    "\(action): \(api.message)\n\(page.text)")
                 #expect(!page.text.contains("preview-body"))
             }
             #expect(try await fixture.database.text("SELECT count(*)::text FROM push_jobs") == "0")
@@ -135,32 +156,55 @@ struct ComposePageTests {
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
             let cases: [(form: [(String, String)], json: String, field: String)] = [
-                ([("appCode", "nope"), ("content", "fields"), ("title", "Hi")],
-                 #"{"appCode":"nope","userIds":[1],"message":{"notification":{"title":"Hi"}}}"#, "appCode"),
-                ([("appCode", "wowa"), ("content", "json"), ("message", #"{"data":{"from":"me"}}"#)],
-                 #"{"appCode":"wowa","userIds":[1],"message":{"data":{"from":"me"}}}"#, "message"),
-                ([("appCode", "wowa"), ("content", "json"), ("message", #"{"token":"x"}"#)],
-                 #"{"appCode":"wowa","userIds":[1],"message":{"token":"x"}}"#, "message"),
-                ([("appCode", "wowa"), ("content", "fields"), ("title", "Hi"), ("expiresAt", "2020-01-01T00:00:00Z")],
-                 #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"Hi"}},"expiresAt":"2020-01-01T00:00:00Z"}"#, "expiry"),
+                (
+                    [("appCode", "nope"), ("content", "fields"), ("title", "Hi")],
+                    #"{"appCode":"nope","userIds":[1],"message":{"notification":{"title":"Hi"}}}"#, "appCode"
+                ),
+                (
+                    [("appCode", "wowa"), ("content", "json"), ("message", #"{"data":{"from":"me"}}"#)],
+                    #"{"appCode":"wowa","userIds":[1],"message":{"data":{"from":"me"}}}"#, "message"
+                ),
+                (
+                    [("appCode", "wowa"), ("content", "json"), ("message", #"{"token":"x"}"#)],
+                    #"{"appCode":"wowa","userIds":[1],"message":{"token":"x"}}"#, "message"
+                ),
+                (
+                    [("appCode", "wowa"), ("content", "fields"), ("title", "Hi"), ("expiresAt", "2020-01-01T00:00:00Z")],
+                    #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"Hi"}},"expiresAt":"2020-01-01T00:00:00Z"}"#,
+                    "expiry"
+                ),
             ]
             for (form, json, field) in cases {
                 let api = try await client.send(.post, "/push/notifications", token: ConsoleBrowser.adminToken, json: json)
                 #expect(api.status == .badRequest)
-                let page = try await Self.compose(&browser, client, [("audience", "users"), ("userIds", "1")] + form + [("action", "send")])
+                let page = try await Self.compose(
+                    &browser, client, [("audience", "users"), ("userIds", "1")] + form + [("action", "send")])
                 #expect(page.status == .badRequest)
-                #expect(page.text.contains(#"<p class="error field-error" id="\#(field)-error">\#(Self.escaped(api.message))</p>"#),
-                        "\(api.message)")
+                #expect(
+                    page.text.contains(#"<p class="error field-error" id="\#(field)-error">\#(Self.escaped(api.message))</p>"#),
+                    "\(api.message)")
             }
             // What the API has no field for is the form's own: the message built from its fields.
-            let empty = try await Self.compose(&browser, client, [("appCode", "wowa"), ("audience", "users"), ("userIds", "1"),
-                                                                  ("content", "fields"), ("action", "send")])
+            let empty = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "users"), ("userIds", "1"),
+                    ("content", "fields"), ("action", "send"),
+                ])
             #expect(empty.text.contains(#"id="title-error">give a title, a body or data (or a raw message as JSON)</p>"#))
-            let badData = try await Self.compose(&browser, client, [("appCode", "wowa"), ("audience", "users"), ("userIds", "1"),
-                                                                    ("content", "fields"), ("data", "a=1\nnothing"), ("action", "send")])
+            let badData = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "users"), ("userIds", "1"),
+                    ("content", "fields"), ("data", "a=1\nnothing"), ("action", "send"),
+                ])
             #expect(badData.text.contains(#"id="data-error">data line 2 must be KEY=VALUE</p>"#))
-            let badJSON = try await Self.compose(&browser, client, [("appCode", "wowa"), ("audience", "users"), ("userIds", "1"),
-                                                                    ("content", "json"), ("message", "{"), ("action", "send")])
+            let badJSON = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "users"), ("userIds", "1"),
+                    ("content", "json"), ("message", "{"), ("action", "send"),
+                ])
             #expect(badJSON.text.contains(#"id="message-error">message is not valid JSON: "#))
             #expect(try await fixture.database.text("SELECT count(*)::text FROM push_jobs") == "0")
         }
@@ -172,15 +216,20 @@ struct ComposePageTests {
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
             let hostile = #""><script>alert(1)</script>"#
-            let page = try await Self.compose(&browser, client, [
-                ("appCode", "wowa"), ("audience", "users"), ("userIds", "1, x"), ("content", "fields"), ("title", hostile),
-                ("data", "k=\(hostile)"), ("idempotencyKey", hostile), ("action", "send"),
-            ])
+            let page = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "users"), ("userIds", "1, x"), ("content", "fields"), ("title", hostile),
+                    ("data", "k=\(hostile)"), ("idempotencyKey", hostile), ("action", "send"),
+                ])
             #expect(page.status == .badRequest)
             #expect(!page.text.contains("<script>"))
             #expect(page.text.contains(#"<input id="title" name="title" value="\#(Self.escaped(hostile))""#))
             #expect(page.text.contains("k=\(Self.escaped(hostile))</textarea>"))
-            #expect(page.text.contains(#"<textarea id="userIds" name="userIds" rows="2" aria-invalid="true" aria-describedby="userIds-error">1, x</textarea>"#))
+            #expect(
+                page.text.contains(
+                    #"<textarea id="userIds" name="userIds" rows="2" aria-invalid="true" aria-describedby="userIds-error">1, x</textarea>"#)
+            )
         }
     }
 
@@ -189,16 +238,21 @@ struct ComposePageTests {
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
-            let page = try await Self.compose(&browser, client, [
-                ("appCode", "wowa"), ("audience", "campaign"), ("platforms", "android"), ("platforms", "web"), ("content", "fields"),
-                ("title", "Flash <sale>"), ("data", "k=v"), ("sendAt", "2031-05-01T09:00:00Z"), ("ttlSeconds", "600"),
-                ("dryRun", "on"), ("action", "preview"),
-            ])
+            let page = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "campaign"), ("platforms", "android"), ("platforms", "web"), ("content", "fields"),
+                    ("title", "Flash <sale>"), ("data", "k=v"), ("sendAt", "2031-05-01T09:00:00Z"), ("ttlSeconds", "600"),
+                    ("dryRun", "on"), ("action", "preview"),
+                ])
             #expect(page.status == .ok)
             let body = try #require(page.text.firstMatch(of: /<pre class="message" id="preview-body">([^<]*)<\/pre>/).map { String($0.1) })
-            let json = try #require(try JSONSerialization.jsonObject(with: Data(body.replacingOccurrences(of: "&quot;", with: "\"")
-                .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
-                .replacingOccurrences(of: "&amp;", with: "&").utf8)) as? [String: Any])
+            let json = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(
+                        body.replacingOccurrences(of: "&quot;", with: "\"")
+                            .replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+                            .replacingOccurrences(of: "&amp;", with: "&").utf8)) as? [String: Any])
             #expect(json["validate_only"] as? Bool == true, "a dry run")
             let message = try #require(json["message"] as? [String: Any])
             #expect(message["token"] as? String == "DEVICE-TOKEN")
@@ -224,8 +278,10 @@ struct ComposePageTests {
             let anonymous = try await browser.get(client, "/console/compose")
             #expect(anonymous.status == .seeOther && anonymous.headers[.location] == "/console/sign-in")
             _ = try await browser.signIn(client)
-            let fields = [("appCode", "wowa"), ("audience", "users"), ("userIds", "1"), ("content", "fields"), ("title", "Hi"),
-                          ("action", "send")]
+            let fields = [
+                ("appCode", "wowa"), ("audience", "users"), ("userIds", "1"), ("content", "fields"), ("title", "Hi"),
+                ("action", "send"),
+            ]
             let without = try await browser.post(client, "/console/compose", fields)
             #expect(without.status == .forbidden && without.text.contains("security token is missing"))
             let forged = try await browser.post(client, "/console/compose", [("csrf", "forged")] + fields)

@@ -3,9 +3,10 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 extension ConsoleBrowser {
     /// A part of a multipart form: a text field, or a file when `filename` is given.
@@ -29,8 +30,9 @@ extension ConsoleBrowser {
     mutating func postMultipart(_ client: some TestClientProtocol, _ uri: String, _ parts: [Part]) async throws -> TestResponse {
         var headers = cookieHeader
         headers[.contentType] = "multipart/form-data; boundary=\(Self.boundary)"
-        let response = try await client.execute(uri: uri, method: .post, headers: headers,
-                                                body: ByteBuffer(string: Self.multipartBody(parts)))
+        let response = try await client.execute(
+            uri: uri, method: .post, headers: headers,
+            body: ByteBuffer(string: Self.multipartBody(parts)))
         keep(response)
         return response
     }
@@ -41,7 +43,8 @@ extension ConsoleBrowser {
 @Suite("Console apps")
 struct ConsoleAppsTests {
     static func credentials(_ fixture: APIFixture, _ code: String) async throws -> String {
-        try await fixture.database.text("SELECT coalesce(fcm_project_id, '-') || ' ' || coalesce(fcm_client_email, '-') FROM apps WHERE code = \(code)")
+        try await fixture.database.text(
+            "SELECT coalesce(fcm_project_id, '-') || ' ' || coalesce(fcm_client_email, '-') FROM apps WHERE code = \(code)")
     }
 
     @Test func eachAppShowsItsCredentialsAndWhetherASendProvedThemNeverTheKey() async throws {
@@ -49,7 +52,8 @@ struct ConsoleAppsTests {
         let account = try ServiceAccountFile.make(projectID: "wowa-prod")
         try await fixture.database.seed { seed in
             let directory = AppDirectory(client: seed.client, logger: apiLogger)
-            _ = try await directory.setCredentials(code: "wowa", serviceAccount: try ServiceAccount(json: Data(contentsOf: URL(fileURLWithPath: account.path))))
+            _ = try await directory.setCredentials(
+                code: "wowa", serviceAccount: try ServiceAccount(json: Data(contentsOf: URL(fileURLWithPath: account.path))))
             try await seed.run("UPDATE apps SET fcm_proven_project_id = fcm_project_id WHERE code = 'wowa'")
             _ = try await directory.add(code: "beta", name: "Beta", serviceAccount: nil)
             _ = try await directory.setRate(code: "beta", perSecond: 300)
@@ -64,7 +68,8 @@ struct ConsoleAppsTests {
             #expect(html.contains("<dt>FCM project</dt><dd>wowa-prod</dd>"))
             #expect(html.contains("<dt>Client email</dt><dd>\(account.clientEmail)</dd>"))
             #expect(html.contains("project proven by a send"))
-            #expect(html.contains("no credentials: its jobs fail") && html.contains("<dt>Send rate</dt><dd>at most 300 sends per second</dd>"))
+            #expect(
+                html.contains("no credentials: its jobs fail") && html.contains("<dt>Send rate</dt><dd>at most 300 sends per second</dd>"))
             #expect(!html.contains("PRIVATE KEY") && !html.contains(account.privateKeyID), "never the key")
             let keyBody = account.privateKeyPEM.split(separator: "\n")[1]
             #expect(!html.contains(keyBody))
@@ -76,16 +81,20 @@ struct ConsoleAppsTests {
 
     @Test func credentialsAreSetFromAnUploadedFileOrPastedJSON() async throws {
         let fixture = try await APIFixture.make()
-        let (uploaded, pasted) = (try ServiceAccountFile.make(projectID: "wowa-upload"), try ServiceAccountFile.make(projectID: "wowa-paste"))
+        let (uploaded, pasted) = (
+            try ServiceAccountFile.make(projectID: "wowa-upload"), try ServiceAccountFile.make(projectID: "wowa-paste")
+        )
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
             let csrf = try await browser.csrf(client)
             let file = try String(contentsOfFile: uploaded.path, encoding: .utf8)
-            let set = try await browser.postMultipart(client, "/console/apps/wowa/credentials", [
-                .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: file, filename: "wowa-upload.json"),
-                .init(name: "serviceAccountJSON", value: ""),
-            ])
+            let set = try await browser.postMultipart(
+                client, "/console/apps/wowa/credentials",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: file, filename: "wowa-upload.json"),
+                    .init(name: "serviceAccountJSON", value: ""),
+                ])
             #expect(set.status == .seeOther && set.headers[.location] == "/console/apps?updated=wowa")
             #expect(try await Self.credentials(fixture, "wowa") == "wowa-upload \(uploaded.clientEmail)")
             #expect(try await fixture.database.text("SELECT fcm_private_key FROM apps WHERE code = 'wowa'") == uploaded.privateKeyPEM)
@@ -94,10 +103,12 @@ struct ConsoleAppsTests {
             #expect(after.text.contains("no send has succeeded yet"))
 
             let json = try String(contentsOfFile: pasted.path, encoding: .utf8)
-            let replaced = try await browser.postMultipart(client, "/console/apps/wowa/credentials", [
-                .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: "", filename: ""),
-                .init(name: "serviceAccountJSON", value: json),
-            ])
+            let replaced = try await browser.postMultipart(
+                client, "/console/apps/wowa/credentials",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: "", filename: ""),
+                    .init(name: "serviceAccountJSON", value: json),
+                ])
             #expect(replaced.status == .seeOther)
             #expect(try await Self.credentials(fixture, "wowa") == "wowa-paste \(pasted.clientEmail)")
         }
@@ -112,17 +123,21 @@ struct ConsoleAppsTests {
             ("[1, 2]", .notAnObject),
             (#"{"type":"authorized_user","project_id":"p","client_email":"a@b","private_key":"k"}"#, .wrongType("authorized_user")),
             (#"{"project_id":"p","private_key":"k"}"#, .missingField("client_email")),
-            (#"{"project_id":"p","client_email":"a@b","private_key":"-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n"}"#,
-             .unreadablePrivateKey),
+            (
+                #"{"project_id":"p","client_email":"a@b","private_key":"-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n"}"#,
+                .unreadablePrivateKey
+            ),
         ]
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
             let csrf = try await browser.csrf(client)
             for (json, expected) in cases {
-                let refused = try await browser.postMultipart(client, "/console/apps/wowa/credentials", [
-                    .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: json, filename: "key.json"),
-                ])
+                let refused = try await browser.postMultipart(
+                    client, "/console/apps/wowa/credentials",
+                    [
+                        .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: json, filename: "key.json"),
+                    ])
                 #expect(refused.status == .badRequest, "\(json)")
                 let message: String
                 do throws(ServiceAccountError) {
@@ -136,23 +151,28 @@ struct ConsoleAppsTests {
                 let escaped = message.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "'", with: "&#39;")
                     .replacingOccurrences(of: "\"", with: "&quot;").replacingOccurrences(of: "<", with: "&lt;")
                     .replacingOccurrences(of: ">", with: "&gt;")
-                #expect(refused.text.contains(#"<p class="error" id="credentials-error-\#(fixture.appID)" role="alert">\#(escaped)</p>"#),
-                        "\(json): \(refused.text)")
+                #expect(
+                    refused.text.contains(#"<p class="error" id="credentials-error-\#(fixture.appID)" role="alert">\#(escaped)</p>"#),
+                    "\(json): \(refused.text)")
                 #expect(refused.text.contains(#"aria-describedby="credentials-error-\#(fixture.appID)""#))
             }
-            let both = try await browser.postMultipart(client, "/console/apps/wowa/credentials", [
-                .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: valid, filename: "key.json"),
-                .init(name: "serviceAccountJSON", value: valid),
-            ])
+            let both = try await browser.postMultipart(
+                client, "/console/apps/wowa/credentials",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "serviceAccountFile", value: valid, filename: "key.json"),
+                    .init(name: "serviceAccountJSON", value: valid),
+                ])
             #expect(both.status == .badRequest && both.text.contains("Give either a file or pasted JSON, not both."))
             #expect(!both.text.contains("PRIVATE KEY"), "the refused key is not echoed back")
             let neither = try await browser.postMultipart(client, "/console/apps/wowa/credentials", [.init(name: "csrf", value: csrf)])
             #expect(neither.status == .badRequest && neither.text.contains("Choose the service-account JSON file, or paste it."))
             #expect(try await Self.credentials(fixture, "wowa") == "- -", "nothing was set")
 
-            let unknown = try await browser.postMultipart(client, "/console/apps/nope/credentials", [
-                .init(name: "csrf", value: csrf), .init(name: "serviceAccountJSON", value: valid),
-            ])
+            let unknown = try await browser.postMultipart(
+                client, "/console/apps/nope/credentials",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "serviceAccountJSON", value: valid),
+                ])
             #expect(unknown.status == .notFound && unknown.text.contains("There is no app nope."))
         }
     }
@@ -164,42 +184,59 @@ struct ConsoleAppsTests {
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
             let csrf = try await browser.csrf(client)
-            let added = try await browser.postMultipart(client, "/console/apps", [
-                .init(name: "csrf", value: csrf), .init(name: "code", value: "news"), .init(name: "name", value: "News <daily>"),
-                .init(name: "serviceAccountFile", value: try String(contentsOfFile: account.path, encoding: .utf8), filename: "news.json"),
-            ])
+            let added = try await browser.postMultipart(
+                client, "/console/apps",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "code", value: "news"), .init(name: "name", value: "News <daily>"),
+                    .init(
+                        name: "serviceAccountFile", value: try String(contentsOfFile: account.path, encoding: .utf8), filename: "news.json"),
+                ])
             #expect(added.status == .seeOther && added.headers[.location] == "/console/apps?added=news")
             #expect(try await Self.credentials(fixture, "news") == "news-prod \(account.clientEmail)")
             let page = try await browser.get(client, "/console/apps?added=news")
             #expect(page.text.contains("App news added.") && page.text.contains("News &lt;daily&gt;"))
-            #expect(!(try await browser.get(client, "/console/apps?added=ghost")).text.contains("ghost"),
-                    "a notice only for an app that exists")
+            #expect(
+                !(try await browser.get(client, "/console/apps?added=ghost")).text.contains("ghost"),
+                "a notice only for an app that exists")
 
-            let bare = try await browser.postMultipart(client, "/console/apps", [
-                .init(name: "csrf", value: csrf), .init(name: "code", value: "bare"), .init(name: "name", value: "Bare"),
-                .init(name: "serviceAccountFile", value: "", filename: ""), .init(name: "serviceAccountJSON", value: "  "),
-            ])
+            let bare = try await browser.postMultipart(
+                client, "/console/apps",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "code", value: "bare"), .init(name: "name", value: "Bare"),
+                    .init(name: "serviceAccountFile", value: "", filename: ""), .init(name: "serviceAccountJSON", value: "  "),
+                ])
             #expect(bare.status == .seeOther)
             #expect(try await Self.credentials(fixture, "bare") == "- -")
 
-            let duplicate = try await browser.postMultipart(client, "/console/apps", [
-                .init(name: "csrf", value: csrf), .init(name: "code", value: "news"), .init(name: "name", value: "Again"),
-            ])
+            let duplicate = try await browser.postMultipart(
+                client, "/console/apps",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "code", value: "news"), .init(name: "name", value: "Again"),
+                ])
             #expect(duplicate.status == .badRequest)
-            #expect(duplicate.text.contains(#"<p class="error" id="code-error" role="alert">an app with code &#39;news&#39; already exists</p>"#))
+            #expect(
+                duplicate.text.contains(
+                    #"<p class="error" id="code-error" role="alert">an app with code &#39;news&#39; already exists</p>"#))
             #expect(duplicate.text.contains(#"value="news""#) && duplicate.text.contains(#"value="Again""#), "what was typed stays")
 
-            let invalid = try await browser.postMultipart(client, "/console/apps", [
-                .init(name: "csrf", value: csrf), .init(name: "code", value: "Bad Code"), .init(name: "name", value: "x"),
-                .init(name: "serviceAccountJSON", value: "{}"),
-            ])
+            let invalid = try await browser.postMultipart(
+                client, "/console/apps",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "code", value: "Bad Code"), .init(name: "name", value: "x"),
+                    .init(name: "serviceAccountJSON", value: "{}"),
+                ])
             #expect(invalid.status == .badRequest)
-            #expect(invalid.text.contains(AppDirectoryError.invalidCode("Bad Code").description.replacingOccurrences(of: "'", with: "&#39;")))
-            #expect(invalid.text.contains(#"<p class="error" id="account-error" role="alert">service account file lacks &#39;project_id&#39;</p>"#))
+            #expect(
+                invalid.text.contains(AppDirectoryError.invalidCode("Bad Code").description.replacingOccurrences(of: "'", with: "&#39;")))
+            #expect(
+                invalid.text.contains(
+                    #"<p class="error" id="account-error" role="alert">service account file lacks &#39;project_id&#39;</p>"#))
 
-            let unnamed = try await browser.postMultipart(client, "/console/apps", [
-                .init(name: "csrf", value: csrf), .init(name: "code", value: "unnamed"), .init(name: "name", value: ""),
-            ])
+            let unnamed = try await browser.postMultipart(
+                client, "/console/apps",
+                [
+                    .init(name: "csrf", value: csrf), .init(name: "code", value: "unnamed"), .init(name: "name", value: ""),
+                ])
             #expect(unnamed.text.contains(#"<p class="error" id="name-error" role="alert">app name must be 1 to 200 characters</p>"#))
             #expect(try await fixture.database.text("SELECT string_agg(code, ',' ORDER BY code) FROM apps") == "bare,news,wowa")
         }
@@ -212,8 +249,10 @@ struct ConsoleAppsTests {
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             var browser = ConsoleBrowser()
             _ = try await browser.signIn(client)
-            for (uri, parts) in [("/console/apps/wowa/credentials", [ConsoleBrowser.Part(name: "serviceAccountJSON", value: json)]),
-                                 ("/console/apps", [.init(name: "code", value: "sneaky"), .init(name: "name", value: "Sneaky")])] {
+            for (uri, parts) in [
+                ("/console/apps/wowa/credentials", [ConsoleBrowser.Part(name: "serviceAccountJSON", value: json)]),
+                ("/console/apps", [.init(name: "code", value: "sneaky"), .init(name: "name", value: "Sneaky")]),
+            ] {
                 let missing = try await browser.postMultipart(client, uri, parts)
                 #expect(missing.status == .forbidden, "\(uri)")
                 let forged = try await browser.postMultipart(client, uri, parts + [.init(name: "csrf", value: "forged")])

@@ -3,9 +3,10 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// The console's pages through HTTP, signed in, against a seeded database.
 @Suite("Console pages")
@@ -22,11 +23,15 @@ struct ConsoleControllerTests {
         let fixture = try await APIFixture.make()
         let (running, queued) = try await fixture.database.seed { seed in
             let app = fixture.appID
-            let (d1, d2, d3) = (try await seed.device(app: app, user: 1, token: "t1"), try await seed.device(app: app, user: 2, token: "t2"),
-                                try await seed.device(app: app, user: 3, token: "t3"))
-            try await seed.run("UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'logout' WHERE id = \(d3)")
+            let (d1, d2, d3) = (
+                try await seed.device(app: app, user: 1, token: "t1"), try await seed.device(app: app, user: 2, token: "t2"),
+                try await seed.device(app: app, user: 3, token: "t3")
+            )
+            try await seed.run(
+                "UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = 'logout' WHERE id = \(d3)")
             let running = try await seed.job(users: [1, 2])
-            try await seed.run("UPDATE push_jobs SET status = 'running', started_at = now(), audience_complete = true WHERE id = \(running)")
+            try await seed.run(
+                "UPDATE push_jobs SET status = 'running', started_at = now(), audience_complete = true WHERE id = \(running)")
             try await seed.delivery(job: running, device: d1, status: .sent, attempts: 1)
             try await seed.delivery(job: running, device: d2, status: .pending, errorCode: "UNAVAILABLE", attempts: 1)
             let queued = try await seed.job(users: [1])
@@ -35,7 +40,8 @@ struct ConsoleControllerTests {
                 sendAt: Date().addingTimeInterval(3600), dryRun: false)
             let ended = try await seed.job(users: [3])
             try await seed.delivery(job: ended, device: d3, status: .failed, errorCode: "UNREGISTERED", attempts: 1)
-            try await seed.run("UPDATE push_jobs SET status = 'completed', finished_at = now(), audience_complete = true WHERE id = \(ended)")
+            try await seed.run(
+                "UPDATE push_jobs SET status = 'completed', finished_at = now(), audience_complete = true WHERE id = \(ended)")
             _ = try await seed.app("empty")
             return (running, queued)
         }
@@ -53,9 +59,12 @@ struct ConsoleControllerTests {
             #expect(Self.figure("Jobs running", in: card) == "1")
             #expect(Self.figure("Jobs queued", in: card) == "2", "the scheduled one is queued too")
             #expect(Self.figure("Queue depth", in: card) == "2", "a retry waiting and the due job's one device; not the scheduled job")
-            #expect(Self.figure("Oldest due job", in: card)?.hasPrefix(#"<a href="/console/jobs/\#(running)">#\#(running)</a>, due "#) == true)
-            #expect(card.contains("sent 1") && card.contains("failed 1") && card.contains("skipped 0") && card.contains("waiting to retry 1"))
-            #expect(card.contains(#"<svg class="chart""#) && card.contains(#"<rect class="sent""#) && card.contains(#"<rect class="failed""#))
+            #expect(
+                Self.figure("Oldest due job", in: card)?.hasPrefix(#"<a href="/console/jobs/\#(running)">#\#(running)</a>, due "#) == true)
+            #expect(
+                card.contains("sent 1") && card.contains("failed 1") && card.contains("skipped 0") && card.contains("waiting to retry 1"))
+            #expect(
+                card.contains(#"<svg class="chart""#) && card.contains(#"<rect class="sent""#) && card.contains(#"<rect class="failed""#))
             #expect(card.contains("no credentials: its jobs fail"))
             #expect(html.contains(#"Empty <span class="muted">(empty)</span>"#), "an app without anything still has its card")
         }
@@ -65,7 +74,8 @@ struct ConsoleControllerTests {
         let fixture = try await APIFixture.make()
         let (campaign, single) = try await fixture.database.seed { seed in
             let other = try await seed.app("other")
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_jobs (app_id, user_ids, message, priority)
                 SELECT \(fixture.appID), ARRAY[g], '{"notification":{"title":"bulk news"}}', 'normal' FROM generate_series(1, 52) g
                 """)
@@ -106,15 +116,19 @@ struct ConsoleControllerTests {
         let job = try await fixture.database.seed { seed in
             let job = try await JobDirectory(client: seed.client, logger: apiLogger).enqueue(
                 appCode: "wowa", userIDs: [1, 2, 3], platforms: nil,
-                message: #"{"notification":{"title":\#(String(decoding: try JSONEncoder().encode(Self.hostileTitle), as: UTF8.self))},"data":{"k":"v"}}"#,
+                message:
+                    #"{"notification":{"title":\#(String(decoding: try JSONEncoder().encode(Self.hostileTitle), as: UTF8.self))},"data":{"k":"v"}}"#,
                 idempotencyKey: "order-1", sendAt: nil, dryRun: true)
-            let devices = [try await seed.device(app: fixture.appID, user: 1, token: "token-one-0123456789abcdef"),
-                           try await seed.device(app: fixture.appID, user: 2, token: "token-two-0123456789abcdef"),
-                           try await seed.device(app: fixture.appID, user: 3, token: "token-three-0123456789abcdef")]
+            let devices = [
+                try await seed.device(app: fixture.appID, user: 1, token: "token-one-0123456789abcdef"),
+                try await seed.device(app: fixture.appID, user: 2, token: "token-two-0123456789abcdef"),
+                try await seed.device(app: fixture.appID, user: 3, token: "token-three-0123456789abcdef"),
+            ]
             try await seed.run("UPDATE push_jobs SET status = 'running', audience_complete = true WHERE id = \(job)")
             try await seed.delivery(job: job, device: devices[0], status: .sent, attempts: 1)
-            try await seed.delivery(job: job, device: devices[1], status: .failed, errorCode: "INVALID_ARGUMENT",
-                                    errorMessage: Self.hostileError, attempts: 1)
+            try await seed.delivery(
+                job: job, device: devices[1], status: .failed, errorCode: "INVALID_ARGUMENT",
+                errorMessage: Self.hostileError, attempts: 1)
             try await seed.delivery(job: job, device: devices[2], status: .failed, errorCode: "UNREGISTERED", attempts: 1)
             return job
         }
@@ -132,7 +146,7 @@ struct ConsoleControllerTests {
             #expect(html.contains("<tr><td>failed</td><td>UNREGISTERED</td><td>1</td></tr>"))
             #expect(html.contains("<tr><td>sent</td><td>-</td><td>1</td></tr>"))
             #expect(html.contains(#"<progress value="100" max="100""#) && html.contains("100 %"))
-            #expect(html.contains("token-thr"), "masked tokens") 
+            #expect(html.contains("token-thr"), "masked tokens")
             #expect(!html.contains("token-three-0123456789abcdef"))
             // User-controlled text is text: no tag or attribute of it survives.
             #expect(!html.contains("<script>") && !html.contains("<img") && !html.contains(#"" onmouseover=""#))

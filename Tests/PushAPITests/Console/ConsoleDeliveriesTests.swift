@@ -2,9 +2,10 @@ import DeviceRegistry
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// The delivery audit page and its CSV export over HTTP, signed in, on the audit scenario every
 /// other surface of the log (DeliveryLog, GET /admin/deliveries, pushctl) is checked against.
@@ -12,8 +13,10 @@ import TestSupport
 struct ConsoleDeliveriesTests {
     /// The console's query string for one of the scenario's filters.
     static func consoleQuery(_ query: AuditScenario.Query, _ scenario: AuditScenario) -> String {
-        ConsoleText.query([("job", query.job.map { String(scenario.jobs[$0]) }), ("user", query.user.map(String.init)),
-                           ("app", query.app), ("status", query.status?.rawValue), ("since", query.since)])
+        ConsoleText.query([
+            ("job", query.job.map { String(scenario.jobs[$0]) }), ("user", query.user.map(String.init)),
+            ("app", query.app), ("status", query.status?.rawValue), ("since", query.since),
+        ])
     }
 
     /// The delivery ids of a deliveries page, in page order.
@@ -23,27 +26,42 @@ struct ConsoleDeliveriesTests {
 
     /// A CSV file's records (RFC 4180: quoted fields may hold commas, doubled quotes and line breaks).
     static func csvRecords(_ text: String) -> [[String]] {
-        var records: [[String]] = [], record: [String] = [], field = "", quoted = false
+        var records: [[String]] = []
+        var record: [String] = []
+        var field = ""
+        var quoted = false
         var characters = Array(text.unicodeScalars)[...]
         while let character = characters.popFirst() {
             if quoted {
                 if character == "\"" {
-                    if characters.first == "\"" { field.unicodeScalars.append("\""); characters.removeFirst() } else { quoted = false }
+                    if characters.first == "\"" {
+                        field.unicodeScalars.append("\"")
+                        characters.removeFirst()
+                    } else {
+                        quoted = false
+                    }
                 } else {
                     field.unicodeScalars.append(character)
                 }
             } else if character == "\"" {
                 quoted = true
             } else if character == "," {
-                record.append(field); field = ""
+                record.append(field)
+                field = ""
             } else if character == "\r", characters.first == "\n" {
                 characters.removeFirst()
-                record.append(field); records.append(record); record = []; field = ""
+                record.append(field)
+                records.append(record)
+                record = []
+                field = ""
             } else {
                 field.unicodeScalars.append(character)
             }
         }
-        if !field.isEmpty || !record.isEmpty { record.append(field); records.append(record) }
+        if !field.isEmpty || !record.isEmpty {
+            record.append(field)
+            records.append(record)
+        }
         return records
     }
 
@@ -60,8 +78,10 @@ struct ConsoleDeliveriesTests {
                 #expect(Self.pageIDs(page.text) == query.expectedIDs(scenario), "\(query)")
 
                 let csvLink = try #require(page.text.firstMatch(of: /<a class="button" href="([^"]+)" download>/).map { String($0.1) })
-                #expect(csvLink == "/console/deliveries.csv" + (parameters.isEmpty ? "" : "?" + parameters).replacingOccurrences(of: "&", with: "&amp;"),
-                        "the export link carries the page's filter")
+                #expect(
+                    csvLink == "/console/deliveries.csv"
+                        + (parameters.isEmpty ? "" : "?" + parameters).replacingOccurrences(of: "&", with: "&amp;"),
+                    "the export link carries the page's filter")
                 let csv = try await browser.get(client, csvLink.replacingOccurrences(of: "&amp;", with: "&"))
                 #expect(csv.status == .ok)
                 #expect(csv.headers[.contentType] == "text/csv; charset=utf-8")
@@ -89,8 +109,9 @@ struct ConsoleDeliveriesTests {
             #expect(row["user_id"] == "2" && row["app"] == "wowa" && row["platform"] == "android")
             #expect(row["token"] == AuditScenario.masked(1))
             #expect(row["status"] == "failed" && row["attempts"] == "2" && row["updated_at"] == "2020-06-01T00:00:00.000Z")
-            #expect(row["error_code"] == AuditScenario.failure.code && row["error_message"] == AuditScenario.failure.message,
-                    "a message with quotes and a comma comes back whole")
+            #expect(
+                row["error_code"] == AuditScenario.failure.code && row["error_message"] == AuditScenario.failure.message,
+                "a message with quotes and a comma comes back whole")
             #expect(row["device_id"] == String(scenario.devices[1]))
             #expect(csv.text.contains(#","Requested entity was not found, ""gone""","#))
         }
@@ -100,15 +121,18 @@ struct ConsoleDeliveriesTests {
         let fixture = try await APIFixture.make()
         let ids = try await fixture.database.seed { seed in
             let job = try await seed.job(users: nil)
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform)
                 SELECT g, \(fixture.appID), 'paging-token-' || g, 'android' FROM generate_series(1, 60) g
                 """)
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_deliveries (job_id, device_id, status, attempts)
                 SELECT \(job), id, 'sent', 1 FROM push_devices WHERE app_id = \(fixture.appID) ORDER BY id
                 """)
-            try await seed.run("INSERT INTO push_deliveries (job_id, device_id, status) VALUES (\(try await seed.job(users: [1])), 1, 'skipped')")
+            try await seed.run(
+                "INSERT INTO push_deliveries (job_id, device_id, status) VALUES (\(try await seed.job(users: [1])), 1, 'skipped')")
             return try await seed.client.query("SELECT id FROM push_deliveries WHERE status = 'sent' ORDER BY id DESC", logger: apiLogger)
                 .collect().map { try $0.decode(Int64.self) }
         }
@@ -122,7 +146,9 @@ struct ConsoleDeliveriesTests {
             let second = try await browser.get(client, older.replacingOccurrences(of: "&amp;", with: "&"))
             #expect(Self.pageIDs(second.text) == Array(ids.dropFirst(50)))
             #expect(!second.text.contains(#"class="next""#), "the last page")
-            #expect(second.text.contains(#"href="/console/deliveries.csv?app=wowa&amp;status=sent""#), "the export is of the filter, not the page")
+            #expect(
+                second.text.contains(#"href="/console/deliveries.csv?app=wowa&amp;status=sent""#),
+                "the export is of the filter, not the page")
             #expect(second.text.contains(#"<option value="sent" selected>sent</option>"#))
             #expect(first.text.contains(#"<a href="/console/deliveries" aria-current="page">Deliveries</a>"#))
         }
@@ -178,8 +204,9 @@ struct ConsoleDeliveriesTests {
         let fixture = try await APIFixture.make()
         try await fixture.database.seed { seed in
             let device = try await seed.device(app: fixture.appID, user: 9, token: "formula-token-0123456789")
-            try await seed.delivery(job: try await seed.job(users: [9]), device: device, status: .failed, errorCode: "@INVALID",
-                                    errorMessage: "=cmd|' /C calc'!A0", attempts: 1)
+            try await seed.delivery(
+                job: try await seed.job(users: [9]), device: device, status: .failed, errorCode: "@INVALID",
+                errorMessage: "=cmd|' /C calc'!A0", attempts: 1)
         }
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             var browser = ConsoleBrowser()

@@ -2,9 +2,10 @@ import DeviceRegistry
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// The devices page over HTTP: one user's devices in an app, why and since when the inactive
 /// ones stopped, their last deliveries; and hostile device ids and FCM messages shown as text.
@@ -13,11 +14,14 @@ struct ConsoleDevicesTests {
     static let scriptPayload = "<script>alert(1)</script>"
     static let attributePayload = #""><img src=x onerror=alert(1)>"#
 
-    static func register(_ seed: Seed, app: Int64, user: Int64, token: String, deviceID: String?,
-                         platform: String = "android") async throws -> Int64 {
+    static func register(
+        _ seed: Seed, app: Int64, user: Int64, token: String, deviceID: String?,
+        platform: String = "android"
+    ) async throws -> Int64 {
         try await DeviceDirectory(client: seed.client).register(
             DeviceRegistration(token: token, platform: platform, deviceID: deviceID, tokenType: nil),
-            userID: user, appID: app, logger: apiLogger).device.id
+            userID: user, appID: app, logger: apiLogger
+        ).device.id
     }
 
     /// The HTML of the card of device `id`.
@@ -31,10 +35,12 @@ struct ConsoleDevicesTests {
         let (phone, tablet, oldPhone, deliveries) = try await fixture.database.seed { seed in
             let app = fixture.appID
             let phone = try await Self.register(seed, app: app, user: 7, token: "phone-token-0123456789abcdefghij", deviceID: "pixel-8")
-            let tablet = try await Self.register(seed, app: app, user: 7, token: "tablet-token-0123456789abcdefghij", deviceID: "tab",
-                                                 platform: "ios")
+            let tablet = try await Self.register(
+                seed, app: app, user: 7, token: "tablet-token-0123456789abcdefghij", deviceID: "tab",
+                platform: "ios")
             let oldPhone = try await Self.register(seed, app: app, user: 7, token: "old-token-0123456789abcdefghij", deviceID: nil)
-            try await seed.run("""
+            try await seed.run(
+                """
                 UPDATE push_devices SET is_active = false, deactivated_at = '2026-03-04T05:06:07Z', deactivation_reason = 'unregistered'
                  WHERE id = \(tablet)
                 """)
@@ -48,8 +54,9 @@ struct ConsoleDevicesTests {
                 let job = try await seed.job(users: [7])
                 deliveries.append(try await seed.delivery(job: job, device: phone, status: .sent, attempts: 1))
             }
-            try await seed.delivery(job: try await seed.job(users: [7]), device: tablet, status: .failed, errorCode: "UNREGISTERED",
-                                    errorMessage: "Requested entity was not found.", attempts: 1)
+            try await seed.delivery(
+                job: try await seed.job(users: [7]), device: tablet, status: .failed, errorCode: "UNREGISTERED",
+                errorMessage: "Requested entity was not found.", attempts: 1)
             return (phone, tablet, oldPhone, deliveries)
         }
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
@@ -74,7 +81,9 @@ struct ConsoleDevicesTests {
             let tabletCard = try Self.card(tablet, in: html)
             #expect(tabletCard.contains(#"<span class="badge bad">inactive</span>"#))
             #expect(tabletCard.contains("Inactive since 2026-03-04 05:06:07 UTC ("))
-            #expect(tabletCard.contains("<strong>unregistered</strong>, FCM answered UNREGISTERED: the app was uninstalled or the token expired."))
+            #expect(
+                tabletCard.contains(
+                    "<strong>unregistered</strong>, FCM answered UNREGISTERED: the app was uninstalled or the token expired."))
             #expect(tabletCard.contains("<td>UNREGISTERED: Requested entity was not found.</td>"))
 
             let oldCard = try Self.card(oldPhone, in: html)
@@ -106,7 +115,8 @@ struct ConsoleDevicesTests {
     @Test func manyDevicesArePagedByKeyset() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.database.seed { seed in
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform, is_active, deactivated_at, deactivation_reason)
                 SELECT 5, \(fixture.appID), 'rotated-token-' || g, 'android', false, now(), 'replaced' FROM generate_series(1, 25) g
                 """)
@@ -130,15 +140,19 @@ struct ConsoleDevicesTests {
     @Test func hostileDeviceIDsAndFCMMessagesRenderAsText() async throws {
         let fixture = try await APIFixture.make()
         let job = try await fixture.database.seed { seed in
-            let scripted = try await Self.register(seed, app: fixture.appID, user: 3, token: "xss-token-one-0123456789",
-                                                   deviceID: Self.scriptPayload)
-            let broken = try await Self.register(seed, app: fixture.appID, user: 3, token: "xss-token-two-0123456789",
-                                                 deviceID: Self.attributePayload)
+            let scripted = try await Self.register(
+                seed, app: fixture.appID, user: 3, token: "xss-token-one-0123456789",
+                deviceID: Self.scriptPayload)
+            let broken = try await Self.register(
+                seed, app: fixture.appID, user: 3, token: "xss-token-two-0123456789",
+                deviceID: Self.attributePayload)
             let job = try await seed.job(users: [3])
-            try await seed.delivery(job: job, device: scripted, status: .failed, errorCode: "INVALID_ARGUMENT",
-                                    errorMessage: Self.scriptPayload, attempts: 1)
-            try await seed.delivery(job: job, device: broken, status: .failed, errorCode: "INVALID_ARGUMENT",
-                                    errorMessage: Self.attributePayload, attempts: 1)
+            try await seed.delivery(
+                job: job, device: scripted, status: .failed, errorCode: "INVALID_ARGUMENT",
+                errorMessage: Self.scriptPayload, attempts: 1)
+            try await seed.delivery(
+                job: job, device: broken, status: .failed, errorCode: "INVALID_ARGUMENT",
+                errorMessage: Self.attributePayload, attempts: 1)
             return job
         }
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in

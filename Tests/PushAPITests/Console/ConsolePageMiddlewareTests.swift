@@ -1,9 +1,10 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 @Suite("Console headers and error pages")
 struct ConsolePageMiddlewareTests {
@@ -11,11 +12,15 @@ struct ConsolePageMiddlewareTests {
         let fixture = try await APIFixture.make()
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
             var browser = ConsoleBrowser()
-            var answers = [try await browser.get(client, "/console/sign-in"), try await browser.get(client, "/console/console.css"),
-                           try await browser.get(client, "/console")]
+            var answers = [
+                try await browser.get(client, "/console/sign-in"), try await browser.get(client, "/console/console.css"),
+                try await browser.get(client, "/console"),
+            ]
             _ = try await browser.signIn(client)
-            answers += [try await browser.get(client, "/console"), try await browser.get(client, "/console/jobs/999"),
-                        try await browser.get(client, "/console/jobs?status=nope"), try await browser.post(client, "/console/sign-out", [])]
+            answers += [
+                try await browser.get(client, "/console"), try await browser.get(client, "/console/jobs/999"),
+                try await browser.get(client, "/console/jobs?status=nope"), try await browser.post(client, "/console/sign-out", []),
+            ]
             for answer in answers {
                 let policy = try #require(answer.headers[.contentSecurityPolicy])
                 #expect(policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'"), "\(policy)")

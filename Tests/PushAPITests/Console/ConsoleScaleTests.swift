@@ -2,10 +2,11 @@ import DeviceRegistry
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
 import WireFormats
+
+@testable import PushAPI
 
 /// The console's pages over a million deliveries, against issue 26's budget of 100 ms a page:
 /// each should read the indexes the admin API reads (the primary key backwards, the deliveries by
@@ -21,19 +22,22 @@ struct ConsoleScaleTests {
         let (middleJob, middleDelivery) = try await fixture.database.seed { seed in
             // 1,000 users with a device each, 1,000 jobs to all of them, spread over the last 30
             // days: a million deliveries, one in 97 failed.
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform, device_id)
                 SELECT g, \(fixture.appID), 'scale-token-' || lpad(g::text, 30, '0'), 'android', 'phone-' || g
                   FROM generate_series(1, 1000) g
                 """)
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_jobs (app_id, message, status, audience_complete, created_at, send_at, finished_at)
                 SELECT \(fixture.appID), '{"notification":{"title":"scale"}}', 'completed', true,
                        now() - (1000 - g) * interval '43 minutes', now() - (1000 - g) * interval '43 minutes',
                        now() - (1000 - g) * interval '43 minutes'
                   FROM generate_series(1, 1000) g
                 """)
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, attempts, created_at, updated_at)
                 SELECT j.id, d.id,
                        CASE WHEN (j.id * 1000 + d.id) % 97 = 0 THEN 'failed' ELSE 'sent' END,
@@ -48,7 +52,8 @@ struct ConsoleScaleTests {
             try await seed.run("ANALYZE push_devices")
             try await seed.run("ANALYZE push_jobs")
             let middleJob = try await seed.value("SELECT id FROM push_jobs ORDER BY id OFFSET 500 LIMIT 1", as: Int64.self) ?? 0
-            let middleDelivery = try await seed.value("SELECT id FROM push_deliveries ORDER BY id OFFSET 500000 LIMIT 1", as: Int64.self) ?? 0
+            let middleDelivery =
+                try await seed.value("SELECT id FROM push_deliveries ORDER BY id OFFSET 500000 LIMIT 1", as: Int64.self) ?? 0
             return (middleJob, middleDelivery)
         }
         #expect(try await fixture.database.text("SELECT count(*)::text FROM push_deliveries") == "1000000")

@@ -1,9 +1,10 @@
 import Foundation
 import Hummingbird
-@testable import PushAPI
 import HummingbirdTesting
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// Sign-in, the session cookie, sign-out and the CSRF tokens, through HTTP against push-api.
 @Suite("Console sessions")
@@ -16,8 +17,9 @@ struct ConsoleSessionsTests {
                 let response = try await client.execute(uri: path, method: .get)
                 #expect(response.status == .notFound && response.text == unknown.text, "\(path)")
             }
-            let post = try await client.execute(uri: "/console/sign-in", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
-                                                body: .init(string: "token=x"))
+            let post = try await client.execute(
+                uri: "/console/sign-in", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: .init(string: "token=x"))
             #expect(post.status == .notFound && post.text == unknown.text)
         }
     }
@@ -32,7 +34,8 @@ struct ConsoleSessionsTests {
             let signedIn = try await browser.signIn(client)
             #expect(signedIn.status == .seeOther && signedIn.headers[.location] == "/console")
             let cookie = try #require(ConsoleBrowser.setCookies(signedIn).first { $0.hasPrefix("push_console_session=") })
-            #expect(cookie.contains("; HttpOnly") && cookie.contains("; SameSite=Strict") && cookie.contains("; Path=/console"), "\(cookie)")
+            #expect(
+                cookie.contains("; HttpOnly") && cookie.contains("; SameSite=Strict") && cookie.contains("; Path=/console"), "\(cookie)")
             #expect(cookie.contains("; Max-Age=43200"), "\(cookie)")
             #expect(!cookie.contains("Secure"), "plain HTTP: \(cookie)")
             let overview = try await browser.get(client, "/console")
@@ -67,10 +70,12 @@ struct ConsoleSessionsTests {
                 #expect(response.status == .seeOther && response.headers[.location] == "/console/sign-in", "\(path)")
             }
             // The admin API's bearer token is no session.
-            let bearer = try await client.execute(uri: "/console", method: .get, headers: [.authorization: "Bearer \(ConsoleBrowser.adminToken)"])
+            let bearer = try await client.execute(
+                uri: "/console", method: .get, headers: [.authorization: "Bearer \(ConsoleBrowser.adminToken)"])
             #expect(bearer.status == .seeOther)
-            let post = try await client.execute(uri: "/console/jobs/1/cancel", method: .post,
-                                                headers: [.contentType: "application/x-www-form-urlencoded"], body: .init(string: "csrf=x"))
+            let post = try await client.execute(
+                uri: "/console/jobs/1/cancel", method: .post,
+                headers: [.contentType: "application/x-www-form-urlencoded"], body: .init(string: "csrf=x"))
             #expect(post.status == .unauthorized && post.text.contains("Sign in first"))
         }
     }
@@ -124,7 +129,8 @@ struct ConsoleSessionsTests {
         let fixture = try await APIFixture.make()
         let job = try await fixture.database.seed { try await $0.job() }
         try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
-            var browser = ConsoleBrowser(), other = ConsoleBrowser()
+            var browser = ConsoleBrowser()
+            var other = ConsoleBrowser()
             _ = try await browser.signIn(client)
             _ = try await other.signIn(client)
             let othersToken = try await other.csrf(client)

@@ -28,7 +28,8 @@ struct ConsoleBrowser: Sendable {
     mutating func keep(_ response: TestResponse) {
         for line in Self.setCookies(response) {
             let pair = line.split(separator: ";")[0].split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = String(pair[0]), value = pair.count > 1 ? String(pair[1]) : ""
+            let name = String(pair[0])
+            let value = pair.count > 1 ? String(pair[1]) : ""
             let expired = line.contains("Max-Age=0")
             cookies[name] = expired || value.isEmpty ? nil : value
         }
@@ -46,8 +47,10 @@ struct ConsoleBrowser: Sendable {
         return response
     }
 
-    mutating func post(_ client: some TestClientProtocol, _ uri: String, _ fields: [(String, String)],
-                       headers: HTTPFields = [:]) async throws -> TestResponse {
+    mutating func post(
+        _ client: some TestClientProtocol, _ uri: String, _ fields: [(String, String)],
+        headers: HTTPFields = [:]
+    ) async throws -> TestResponse {
         var all = cookieHeader
         all[.contentType] = "application/x-www-form-urlencoded"
         all.append(contentsOf: headers)
@@ -57,8 +60,10 @@ struct ConsoleBrowser: Sendable {
     }
 
     /// Fetches the sign-in form and posts `token` with the form's own CSRF token.
-    mutating func signIn(_ client: some TestClientProtocol, token: String = adminToken,
-                         headers: HTTPFields = [:]) async throws -> TestResponse {
+    mutating func signIn(
+        _ client: some TestClientProtocol, token: String = adminToken,
+        headers: HTTPFields = [:]
+    ) async throws -> TestResponse {
         let form = try await get(client, "/console/sign-in", headers: headers)
         let csrf = Self.csrfToken(in: String(buffer: form.body)) ?? ""
         return try await post(client, "/console/sign-in", [("csrf", csrf), ("token", token)], headers: headers)

@@ -1,6 +1,7 @@
 import Foundation
-@testable import PushAPI
 import Testing
+
+@testable import PushAPI
 
 @Suite("Console upload forms")
 struct ConsoleUploadFormTests {

@@ -2,9 +2,10 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 /// The overview's statements read indexes, never whole tables: checked with sequential scans
 /// priced out, so a plan that still has one has no index to use.
@@ -29,8 +30,10 @@ struct OverviewReportTests {
             let device = try await seed.device(app: app, user: 1, token: "plan-token")
             let job = try await seed.job(app: "plan", users: [1])
             try await seed.delivery(job: job, device: device, status: .sent)
-            for statement in [OverviewReport.devicesStatement, OverviewReport.jobsStatement,
-                              OverviewReport.sendsStatement(from: 1, now: Date())] {
+            for statement in [
+                OverviewReport.devicesStatement, OverviewReport.jobsStatement,
+                OverviewReport.sendsStatement(from: 1, now: Date()),
+            ] {
                 let plan = try await Self.plan(statement, client)
                 for table in ["push_devices", "push_jobs", "push_deliveries"] {
                     #expect(!plan.contains("Seq Scan on \(table)"), "\(plan)")
@@ -45,12 +48,14 @@ struct OverviewReportTests {
             let seed = Seed(client)
             let app = try await seed.app("days")
             let job = try await seed.job(app: "days", users: [1])
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_devices (user_id, app_id, token, platform)
                 SELECT g, \(app), 'days-' || g, 'ios' FROM generate_series(1, 1000) g
                 """)
             // 1,000 deliveries an hour apart, the newest now: 24 of them (and the one exactly a day old) are in the last day.
-            try await seed.run("""
+            try await seed.run(
+                """
                 INSERT INTO push_deliveries (job_id, device_id, status, created_at, updated_at)
                 SELECT \(job), d.id, 'sent', now() - (1000 - row_number() OVER (ORDER BY d.id)) * interval '1 hour',
                        now() - (1000 - row_number() OVER (ORDER BY d.id)) * interval '1 hour'
@@ -59,8 +64,9 @@ struct OverviewReportTests {
             let report = OverviewReport(client: client, logger: apiLogger)
             let now = Date()
             let first = try #require(try await report.firstDelivery(createdSince: now.addingTimeInterval(-24 * 3600 + 60)))
-            let expected = try await seed.value("SELECT min(id) FROM push_deliveries WHERE created_at >= now() - interval '23 hours 59 minutes'",
-                                                as: Int64.self)
+            let expected = try await seed.value(
+                "SELECT min(id) FROM push_deliveries WHERE created_at >= now() - interval '23 hours 59 minutes'",
+                as: Int64.self)
             #expect(first == expected)
             #expect(try await report.firstDelivery(createdSince: now.addingTimeInterval(60)) == nil, "nothing newer than now")
             let activity = try #require(try await report.activity(now: now).first { $0.app.code == "days" })

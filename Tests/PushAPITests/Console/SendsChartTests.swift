@@ -1,5 +1,6 @@
-@testable import PushAPI
 import Testing
+
+@testable import PushAPI
 
 @Suite("Console sends chart")
 struct SendsChartTests {

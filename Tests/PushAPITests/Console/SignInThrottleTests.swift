@@ -1,16 +1,20 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import PushAPI
-import Testing
 import TestSupport
+import Testing
+
+@testable import PushAPI
 
 @Suite("Console sign-in throttle")
 struct SignInThrottleTests {
     @Test func theWaitDoublesFromOneSecondToAMinuteAfterFiveFreeFailures() {
         #expect((0...5).map(SignInThrottle.delay(afterFailures:)) == [.zero, .zero, .zero, .zero, .zero, .seconds(1)])
-        #expect((6...12).map(SignInThrottle.delay(afterFailures:)) == [.seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(32),
-                                                                       .seconds(60), .seconds(60)])
+        #expect(
+            (6...12).map(SignInThrottle.delay(afterFailures:)) == [
+                .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(32),
+                .seconds(60), .seconds(60),
+            ])
         #expect(SignInThrottle.delay(afterFailures: 1000) == .seconds(60))
     }
 
