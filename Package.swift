@@ -3,13 +3,15 @@ import PackageDescription
 
 let package = Package(
     name: "push-service",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .executable(name: "push-api", targets: ["push-api"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "push-worker", targets: ["push-worker"]),
         .executable(name: "fcm-emulator", targets: ["fcm-emulator"]),
         .library(name: "DeviceRegistry", targets: ["DeviceRegistry"]),
+        // What a mobile app embeds to register its FCM token with push-api.
+        .library(name: "PushRegistration", targets: ["PushRegistration"]),
     ],
     // Exact versions: a build is reproducible from this file alone (Package.resolved stays out
     // of git, since commit ids differ between mirrors).
@@ -173,6 +175,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The app side of registration: the client an iOS (or macOS, or Linux) app embeds. Foundation
+        // only, and none of this package's other modules: app teams take it without the server.
+        .target(name: "PushRegistration"),
         // A throwaway PostgreSQL cluster (or TEST_DATABASE_URL) and per-test databases.
         .target(
             name: "TestSupport",
@@ -180,6 +185,8 @@ let package = Package(
                 "DeviceRegistry", "ServiceSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                // TokenMint signs access tokens.
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 // WebDriver's JSON over HTTP, to chromedriver.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -263,6 +270,16 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The client library: its state machine without I/O, and the library against push-api and
+        // PostgreSQL as the suite runs them.
+        .testTarget(
+            name: "PushRegistrationTests",
+            dependencies: [
+                "PushRegistration", "DeviceRegistry", "TestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]

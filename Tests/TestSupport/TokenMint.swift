@@ -2,18 +2,21 @@ import Crypto
 import Foundation
 import _CryptoExtras
 
-/// Signs access tokens the way an auth server would, and forges the ones an attacker would.
-struct TokenMint {
-    static let secret = "test-secret-that-is-at-least-32-bytes-long"
+/// Signs access tokens the way an auth server would, and forges the ones an attacker would: for
+/// push-api's own tests and for the clients tested against it.
+public struct TokenMint {
+    public static let secret = "test-secret-that-is-at-least-32-bytes-long"
 
-    enum Key {
+    public enum Key {
         case hmac(String)
         case rsa(_RSA.Signing.PrivateKey)
         case ec(P256.Signing.PrivateKey)
         case none
     }
 
-    static func claims(userID: Int64? = 42, appID: Int64?, expiresIn: TimeInterval? = 600, extra: [String: Any] = [:]) -> [String: Any] {
+    public static func claims(userID: Int64? = 42, appID: Int64?, expiresIn: TimeInterval? = 600, extra: [String: Any] = [:]) -> [String:
+        Any]
+    {
         var claims: [String: Any] = extra
         if let userID { claims["userId"] = userID }
         if let appID { claims["appId"] = appID }
@@ -21,7 +24,7 @@ struct TokenMint {
         return claims
     }
 
-    static func sign(_ claims: [String: Any], with key: Key = .hmac(secret), alg: String? = nil) -> String {
+    public static func sign(_ claims: [String: Any], with key: Key = .hmac(secret), alg: String? = nil) -> String {
         let algorithm: String
         switch key {
         case .hmac: algorithm = alg ?? "HS256"
@@ -47,11 +50,11 @@ struct TokenMint {
     }
 
     /// HS256 over any signing input, also one no well-formed token has.
-    static func hmac(_ input: Data, secret: String = secret) -> Data {
+    public static func hmac(_ input: Data, secret: String = secret) -> Data {
         Data(HMAC<SHA256>.authenticationCode(for: input, using: SymmetricKey(data: Data(secret.utf8))))
     }
 
-    static func base64URL(_ data: Data) -> String {
+    public static func base64URL(_ data: Data) -> String {
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
