@@ -139,10 +139,7 @@ struct ConsoleController {
             let oldestDueJobID: Int64
             let oldestDueAge: String
             let chart: String
-            let sent24h: Int
-            let failed24h: Int
-            let skipped24h: Int
-            let pending24h: Int
+            let sends24h: SendCounts
         }
 
         let chrome: PageChrome
@@ -155,20 +152,13 @@ struct ConsoleController {
         let now = Date()
         let activity = try await deadline.run { try await report.activity(now: now) }
         let cards = activity.map { line in
-            let sums = line.hourlySends.reduce(into: HourlySends()) {
-                $0.sent += $1.sent
-                $0.failed += $1.failed
-                $0.skipped += $1.skipped
-                $0.pending += $1.pending
-            }
             return OverviewView.AppCard(
                 appID: line.app.id, appCode: line.app.code, appName: line.app.name, hasCredentials: line.app.hasCredentials,
                 activeDevices: line.activeDevices, inactiveDevices: line.inactiveDevices, runningJobs: line.runningJobs,
                 queuedJobs: line.queuedJobs, queueDepth: line.queueDepth, hasOldestDue: line.oldestDue != nil,
                 oldestDueJobID: line.oldestDue?.jobID ?? 0,
                 oldestDueAge: line.oldestDue.map { ConsoleText.age(since: $0.sendAt, now: now) } ?? "",
-                chart: SendsChart.svg(hours: line.hourlySends), sent24h: sums.sent, failed24h: sums.failed, skipped24h: sums.skipped,
-                pending24h: sums.pending)
+                chart: SendsChart.lastDay(line.hourlySends, id: "sends-\(line.app.id)").svg, sends24h: SendCounts.sum(line.hourlySends))
         }
         return pages.page(
             "overview",
@@ -318,6 +308,17 @@ struct ConsoleController {
         let firstError: String
         let failures: [FailureRow]
         let hasFailures: Bool
+        let hasSends: Bool
+        let sendsChart: String
+        let sendsTotal: SendCounts
+        let sendsSlot: String
+        let sendsRows: [SendsRow]
+    }
+
+    /// A slot of the job's sends chart in its table (the chart's text alternative).
+    struct SendsRow {
+        let slotStart: String
+        let counts: SendCounts
     }
 
     static let failuresShown = 10
@@ -326,14 +327,17 @@ struct ConsoleController {
         let session = try signedIn(request)
         let id = try Self.jobID(context)
         let (jobs, log) = (JobDirectory(client: client, logger: context.logger), DeliveryLog(client: client, logger: context.logger))
-        let read = try await deadline.run { () -> (JobSummary, JobContent, [JobOutcome], DeliveryLog.Page)? in
-            guard let summary = try await jobs.job(id), let content = try await jobs.content(id) else { return nil }
+        let report = JobSendsReport(client: client, logger: context.logger)
+        let read = try await deadline.run { () -> (JobSummary, JobContent, [JobOutcome], DeliveryLog.Page, JobSends)? in
+            guard let summary = try await jobs.job(id), let content = try await jobs.content(id),
+                let sends = try await report.sends(job: id)
+            else { return nil }
             return (
                 summary, content, try await jobs.outcomes(id),
-                try await log.page(DeliveryFilter(jobID: id, status: .failed), below: nil, limit: Self.failuresShown)
+                try await log.page(DeliveryFilter(jobID: id, status: .failed), below: nil, limit: Self.failuresShown), sends
             )
         }
-        guard let (summary, content, outcomes, failures) = read else { throw ConsoleError.notFound("There is no job #\(id).") }
+        guard let (summary, content, outcomes, failures, sends) = read else { throw ConsoleError.notFound("There is no job #\(id).") }
         let audience: String =
             if let users = content.userCount {
                 "\(users) user\(users == 1 ? "" : "s")' active devices"
@@ -363,7 +367,11 @@ struct ConsoleController {
                     deliveryError: [$0.errorCode, $0.errorMessage].compactMap { $0 }.joined(separator: ": "),
                     deliveryAttempts: $0.attempts, deliveryUpdatedAt: ConsoleText.time($0.updatedAt))
             },
-            hasFailures: !failures.deliveries.isEmpty)
+            hasFailures: !failures.deliveries.isEmpty, hasSends: sends.total.total > 0, sendsChart: sends.chart(id: "sends").svg,
+            sendsTotal: sends.total, sendsSlot: sends.slots.name,
+            sendsRows: sends.counts.enumerated().compactMap { index, counts in
+                counts.total == 0 ? nil : SendsRow(slotStart: ConsoleText.time(sends.slots.start(ofSlot: index)), counts: counts)
+            })
         return pages.page("job", view)
     }
 

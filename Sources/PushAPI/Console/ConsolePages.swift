@@ -26,7 +26,7 @@ struct ConsolePages: Sendable {
         }
         for required in [
             "head", "foot", "error", "sign-in", "overview", "jobs", "job", "cancel", "progress", "compose",
-            "deliveries", "devices", "apps",
+            "deliveries", "devices", "apps", "sends-legend",
         ]
         where library.getTemplate(named: required) == nil {
             throw .missing("the template \(required).mustache")

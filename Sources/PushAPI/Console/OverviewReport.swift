@@ -16,7 +16,7 @@ struct AppActivity: Sendable {
     /// The unfinished job due longest ago.
     var oldestDue: (jobID: Int64, sendAt: Date)?
     /// `[0]` is the hour ending now.
-    var hourlySends = [HourlySends](repeating: HourlySends(), count: 24)
+    var hourlySends = [SendCounts](repeating: SendCounts(), count: 24)
 }
 
 /// The overview's figures, each read through an index, so that the page costs the same with a

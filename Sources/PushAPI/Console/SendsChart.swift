@@ -1,7 +1,7 @@
 import DeviceRegistry
 
-/// One hour of an app's sends: deliveries whose first outcome was recorded in that hour, by status.
-struct HourlySends: Sendable, Equatable {
+/// One slot of time's sends: deliveries whose first outcome was recorded in it, by status.
+struct SendCounts: Sendable, Equatable {
     var sent = 0
     var failed = 0
     var skipped = 0
@@ -18,50 +18,97 @@ struct HourlySends: Sendable, Equatable {
         case .pending: pending += count
         }
     }
+
+    /// Every slot's counts added up.
+    static func sum(_ slots: some Sequence<SendCounts>) -> SendCounts {
+        slots.reduce(into: SendCounts()) { sum, slot in
+            sum.sent += slot.sent
+            sum.failed += slot.failed
+            sum.skipped += slot.skipped
+            sum.pending += slot.pending
+        }
+    }
 }
 
-/// The overview's bar chart as inline SVG, drawn on the server: 24 stacked bars, oldest hour on
-/// the left. It holds only numbers and fixed words, never user text; colours come from the
-/// stylesheet's classes (the page's policy allows no inline style).
-enum SendsChart {
+/// A bar chart of sends over time as inline SVG, drawn on the server: one bar per slot of time,
+/// its outcomes stacked, the oldest slot on the left. The overview draws an app's last 24 hours
+/// with it, a job's page the job's span. It holds only numbers, times and fixed words, never user
+/// text; colours come from the stylesheet's classes (the page's policy allows no inline style).
+/// Its text alternative is its `<title>` and `<desc>` (the totals and the busiest slot), and each
+/// bar's parts have a `<title>` of their own.
+struct SendsChart {
+    struct Bar: Sendable {
+        /// When the bar's slot is, as its tooltip names it.
+        let label: String
+        let counts: SendCounts
+    }
+
+    /// A label under the bar at `bar`'s left edge.
+    struct Tick: Sendable {
+        let bar: Int
+        let label: String
+    }
+
+    /// Unique on its page: the ids of the title and description the chart is labelled by.
+    let id: String
+    /// What the chart shows, e.g. `Sends of the last 24 hours by hour`.
+    let title: String
+    /// One bar's length of time: `hour`, `10 seconds`.
+    let slot: String
+    let bars: [Bar]
+    let ticks: [Tick]
+    /// The label at the right end of the time axis.
+    let end: String
+
     static let width = 480
     static let height = 140
     private static let plotTop = 8
     private static let plotBottom = 118
 
-    /// `hours[0]` is the hour ending now, `hours[23]` the one that began 24 hours ago.
-    static func svg(hours: [HourlySends]) -> String {
-        let totals = hours.reduce(into: HourlySends()) { sum, hour in
-            sum.sent += hour.sent
-            sum.failed += hour.failed
-            sum.skipped += hour.skipped
-            sum.pending += hour.pending
-        }
-        let peak = max(hours.map(\.total).max() ?? 0, 1)
-        let slot = Double(width) / Double(max(hours.count, 1))
-        let plotHeight = Double(plotBottom - plotTop)
+    /// The overview's chart: `hours[0]` is the hour ending now, `hours[23]` the one that began 24 hours ago.
+    static func lastDay(_ hours: [SendCounts], id: String) -> SendsChart {
+        SendsChart(
+            id: id, title: "Sends of the last 24 hours by hour", slot: "hour",
+            bars: hours.enumerated().reversed().map { hoursAgo, counts in
+                Bar(label: hoursAgo == 0 ? "the last hour" : "\(hoursAgo + 1) to \(hoursAgo) h ago", counts: counts)
+            },
+            ticks: [
+                Tick(bar: 0, label: "-24 h"), Tick(bar: 6, label: "-18 h"), Tick(bar: 12, label: "-12 h"), Tick(bar: 18, label: "-6 h"),
+            ],
+            end: "now")
+    }
+
+    var svg: String {
+        let totals = SendCounts.sum(bars.map(\.counts))
+        let peak = bars.map(\.counts.total).max() ?? 0
+        let width = Double(Self.width)
+        let slotWidth = width / Double(max(bars.count, 1))
+        let plotHeight = Double(Self.plotBottom - Self.plotTop)
         var svg = """
-            <svg class="chart" viewBox="0 0 \(width) \(height)" role="img" aria-label="Sends of the last 24 hours by hour: \
-            sent \(totals.sent), failed \(totals.failed), skipped \(totals.skipped), waiting to retry \(totals.pending); \
-            busiest hour \(peak == 1 && totals.total == 0 ? 0 : peak)">
-            <line class="axis" x1="0" y1="\(plotBottom)" x2="\(width)" y2="\(plotBottom)"/>
+            <svg class="chart" viewBox="0 0 \(Self.width) \(Self.height)" role="img" aria-labelledby="\(id)-title \(id)-desc">\
+            <title id="\(id)-title">\(title)</title><desc id="\(id)-desc">sent \(totals.sent), failed \(totals.failed), \
+            skipped \(totals.skipped), waiting to retry \(totals.pending); busiest \(slot) \(peak)</desc>
+            <line class="axis" x1="0" y1="\(Self.plotBottom)" x2="\(Self.width)" y2="\(Self.plotBottom)"/>
             """
-        for (index, hour) in hours.reversed().enumerated() {
-            let x = Double(index) * slot + 1
-            var base = Double(plotBottom)
-            for (value, kind) in [(hour.sent, "sent"), (hour.failed, "failed"), (hour.skipped, "skipped"), (hour.pending, "pending")]
+        for (index, bar) in bars.enumerated() {
+            let x = Double(index) * slotWidth + 1
+            var base = Double(Self.plotBottom)
+            let counts = bar.counts
+            for (value, kind) in [
+                (counts.sent, "sent"), (counts.failed, "failed"), (counts.skipped, "skipped"), (counts.pending, "pending"),
+            ]
             where value > 0 {
                 let barHeight = max(plotHeight * Double(value) / Double(peak), 1)
                 base -= barHeight
                 svg +=
-                    "<rect class=\"\(kind)\" x=\"\(format(x))\" y=\"\(format(base))\" width=\"\(format(slot - 2))\" height=\"\(format(barHeight))\"><title>\(value) \(kind)</title></rect>"
+                    "<rect class=\"\(kind)\" x=\"\(Self.format(x))\" y=\"\(Self.format(base))\" width=\"\(Self.format(max(slotWidth - 2, 1)))\" height=\"\(Self.format(barHeight))\"><title>\(bar.label): \(value) \(kind)</title></rect>"
             }
         }
-        for (label, index) in [("-24 h", 0), ("-18 h", 6), ("-12 h", 12), ("-6 h", 18)] {
-            svg += "<text x=\"\(format(Double(index) * slot + 1))\" y=\"\(height - 6)\">\(label)</text>"
+        for tick in ticks {
+            svg += "<text x=\"\(Self.format(Double(tick.bar) * slotWidth + 1))\" y=\"\(Self.height - 6)\">\(tick.label)</text>"
         }
         svg +=
-            "<text x=\"\(width - 24)\" y=\"\(height - 6)\">now</text><text x=\"\(width - 4)\" y=\"\(plotTop + 8)\" text-anchor=\"end\">\(totals.total == 0 ? 0 : peak)/h</text></svg>"
+            "<text x=\"\(Self.width - 1)\" y=\"\(Self.height - 6)\" text-anchor=\"end\">\(end)</text><text x=\"\(Self.width - 4)\" y=\"\(Self.plotTop + 8)\" text-anchor=\"end\">\(peak) per \(slot)</text></svg>"
         return svg
     }
 

@@ -159,6 +159,92 @@ struct ConsoleControllerTests {
         }
     }
 
+    /// The rows of the job page's "sends over time" table: (slot start, sent, failed, skipped, waiting to retry).
+    static func sendsRows(_ html: String) -> [[String]] {
+        guard let section = html.range(of: #"<h2 id="over-time">"#) else { return [] }
+        return html[section.upperBound...].matches(
+            of: /<tr><td>([^<]+)<\/td><td>(\d+)<\/td><td>(\d+)<\/td><td>(\d+)<\/td><td>(\d+)<\/td><\/tr>/
+        )
+        .map { [String($0.1), String($0.2), String($0.3), String($0.4), String($0.5)] }
+    }
+
+    @Test func aJobsPageChartsItsSendsOverTimeInSlotsSizedToItsSpan() async throws {
+        let fixture = try await APIFixture.make()
+        let (short, long, unsent) = try await fixture.database.seed { seed in
+            var devices: [Int64] = []
+            for user in 1...5 {
+                devices.append(try await seed.device(app: fixture.appID, user: Int64(user), token: "chart-token-\(user)-0123456789"))
+            }
+            let (short, long, unsent) = (
+                try await seed.job(users: [1, 2, 3, 4, 5]), try await seed.job(users: [1, 2, 3]), try await seed.job()
+            )
+            func ran(_ job: Int64, from: String, to: String) async throws {
+                try await seed.run(
+                    """
+                    UPDATE push_jobs SET status = 'completed', audience_complete = true, started_at = \(from)::timestamptz,
+                           finished_at = \(to)::timestamptz WHERE id = \(job)
+                    """)
+            }
+            func delivered(_ job: Int64, _ device: Int64, _ status: String, at time: String) async throws {
+                try await seed.run(
+                    """
+                    INSERT INTO push_deliveries (job_id, device_id, status, attempts, created_at, updated_at)
+                    VALUES (\(job), \(device), \(status), 1, \(time)::timestamptz, \(time)::timestamptz)
+                    """)
+            }
+            // 30 seconds: slots of a second.
+            try await ran(short, from: "2026-11-21 14:00:00Z", to: "2026-11-21 14:00:30Z")
+            try await delivered(short, devices[0], "sent", at: "2026-11-21 14:00:00.4Z")
+            try await delivered(short, devices[1], "sent", at: "2026-11-21 14:00:00.9Z")
+            try await delivered(short, devices[2], "failed", at: "2026-11-21 14:00:07Z")
+            try await delivered(short, devices[3], "pending", at: "2026-11-21 14:00:29Z")
+            try await delivered(short, devices[4], "skipped", at: "2026-11-21 14:00:29.5Z")
+            // 60 hours: slots of 2 hours.
+            try await ran(long, from: "2026-11-20 00:00:00Z", to: "2026-11-22 12:00:00Z")
+            try await delivered(long, devices[0], "sent", at: "2026-11-20 01:30:00Z")
+            try await delivered(long, devices[1], "failed", at: "2026-11-21 13:59:59Z")
+            try await delivered(long, devices[2], "sent", at: "2026-11-22 11:00:00Z")
+            return (short, long, unsent)
+        }
+        try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
+            var browser = ConsoleBrowser()
+            _ = try await browser.signIn(client)
+            let shortPage = try await browser.get(client, "/console/jobs/\(short)").text
+            #expect(
+                Self.sendsRows(shortPage) == [
+                    ["2026-11-21 14:00:00 UTC", "2", "0", "0", "0"], ["2026-11-21 14:00:07 UTC", "0", "1", "0", "0"],
+                    ["2026-11-21 14:00:29 UTC", "0", "0", "1", "1"],
+                ])
+            #expect(shortPage.contains("<caption>Deliveries by second of their first outcome"))
+            #expect(shortPage.contains(#"<svg class="chart" viewBox="0 0 480 140" role="img" aria-labelledby="sends-title sends-desc">"#))
+            #expect(
+                shortPage.contains(
+                    #"<title id="sends-title">Sends of this job by second, from 2026-11-21 14:00:00 UTC to 2026-11-21 14:00:31 UTC</title>"#
+                ))
+            #expect(shortPage.contains("sent 2, failed 1, skipped 1, waiting to retry 1; busiest second 2"))
+            // 31 bars, each its second's outcomes stacked.
+            let bars = shortPage.matches(
+                of: /<rect class="(\w+)" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="[0-9.]+"><title>([^<]+)<\/title>/)
+            #expect(
+                bars.map { "\($0.1) \($0.3)" } == [
+                    "sent 14:00:00: 2 sent", "failed 14:00:07: 1 failed", "skipped 14:00:29: 1 skipped", "pending 14:00:29: 1 pending",
+                ])
+            #expect(bars.allSatisfy { $0.2 == "13.5" }, "480 / 31 wide, less the gap")
+
+            let longPage = try await browser.get(client, "/console/jobs/\(long)").text
+            #expect(
+                Self.sendsRows(longPage) == [
+                    ["2026-11-20 00:00:00 UTC", "1", "0", "0", "0"], ["2026-11-21 12:00:00 UTC", "0", "1", "0", "0"],
+                    ["2026-11-22 10:00:00 UTC", "1", "0", "0", "0"],
+                ])
+            #expect(longPage.contains("<caption>Deliveries by 2 hours of their first outcome"))
+            #expect(longPage.contains("<title>11-21 12:00: 1 failed</title>") && longPage.contains(">11-20 00:00</text>"))
+
+            let unsentPage = try await browser.get(client, "/console/jobs/\(unsent)").text
+            #expect(unsentPage.contains("Nothing sent yet.") && Self.sendsRows(unsentPage).isEmpty && !unsentPage.contains("<svg"))
+        }
+    }
+
     @Test func cancellingAsksFirstThenEndsTheJob() async throws {
         let fixture = try await APIFixture.make()
         let job = try await fixture.database.seed { try await $0.job() }

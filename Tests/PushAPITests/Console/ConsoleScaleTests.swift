@@ -62,6 +62,7 @@ struct ConsoleScaleTests {
             "/console",
             "/console/jobs",
             "/console/jobs?status=completed",
+            // Its outcomes, latest failures and sends over time: each read through the job's index.
             "/console/jobs/\(middleJob)",
             "/console/deliveries",
             "/console/deliveries?app=wowa",
