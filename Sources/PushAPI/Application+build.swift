@@ -12,13 +12,14 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let postgres = try DatabaseConfiguration.parse(configuration.databaseURL)
     let verifier = try await UserTokenVerifier(configuration.jwt)
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
+    let registry = DeviceDirectory(client: client, pooler: try DatabaseConfiguration.pooler(configuration.databaseURL))
     let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let registrations = RegistrationBatcher(
-        registry: DeviceDirectory(client: client), lanes: postgres.options.maximumConnections,
+        registry: registry, lanes: postgres.options.maximumConnections,
         deadline: configuration.databaseDeadline, limits: configuration.registrationLimits, logger: logger,
         batchSizes: { metrics.recordRegistrationBatch(size: $0) })
     let router = try buildRouter(
-        client: client, registrations: registrations, metrics: metrics, verifier: verifier,
+        client: client, registry: registry, registrations: registrations, metrics: metrics, verifier: verifier,
         adminToken: configuration.adminToken,
         deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
     let connections = try ConnectionLimits(
@@ -46,7 +47,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
 }
 
 func buildRouter(
-    client: PostgresClient, registrations: RegistrationBatcher, metrics: RequestMetrics,
+    client: PostgresClient, registry: DeviceDirectory, registrations: RegistrationBatcher, metrics: RequestMetrics,
     verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
     logger: Logger
 ) throws -> Router<APIRequestContext> {
@@ -64,7 +65,7 @@ func buildRouter(
     OperationsController(client: client, metrics: metrics, openAPIDocument: ByteBuffer(data: document))
         .addRoutes(to: router)
     let knownApps = KnownApps(directory: AppDirectory(client: client, logger: logger), deadline: deadline)
-    DeviceController(registry: DeviceDirectory(client: client), registrations: registrations, deadline: deadline)
+    DeviceController(registry: registry, registrations: registrations, deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
     let admin = AdminAuthenticator(token: adminToken)
     AdminController(

@@ -7,6 +7,9 @@ import ServiceSupport
 /// push-worker's settings (see the configuration table in docs/operating.md).
 public struct DispatchConfiguration: Sendable {
     public var databaseURL: String
+    /// A direct connection for LISTEN when `databaseURL` goes through a pooler in transaction
+    /// mode (see ``JobWakeUps``).
+    public var listenURL: String?
     public var fcmBaseURL: String = "https://fcm.googleapis.com"
     public var googleTokenURL: String = "https://oauth2.googleapis.com/token"
     public var caFile: String?
@@ -42,6 +45,8 @@ public struct DispatchConfiguration: Sendable {
     public var longestTokenOutage: Duration = .seconds(3600)
     /// How long deliveries wait, spending no attempt, while FCM cannot be reached at all.
     public var longestFCMOutage: Duration = .seconds(3600)
+    /// How often every worker looks for due jobs and retries whatever NOTIFY says: a job
+    /// queued without a LISTEN to hear it (``JobWakeUps/polling``) waits at most this long.
     public var pollInterval: Duration = .seconds(1)
     public var workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
 
@@ -51,13 +56,26 @@ public struct DispatchConfiguration: Sendable {
 
     /// Every environment variable push-worker reads.
     public static let environmentVariables: Set<String> = [
-        "DATABASE_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT", "METRICS_HOST",
+        "DATABASE_URL", "DATABASE_LISTEN_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT",
+        "METRICS_HOST",
         "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "LOG_LEVEL",
     ]
 
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DispatchConfiguration {
         let settings = EnvironmentSettings(environment, declared: environmentVariables)
         var configuration = DispatchConfiguration(databaseURL: try settings.required("DATABASE_URL"))
+        if let url = settings.value("DATABASE_LISTEN_URL") {
+            let pooler: PoolerMode
+            do {
+                pooler = try DatabaseConfiguration.pooler(url)
+            } catch {
+                throw .invalid("DATABASE_LISTEN_URL", error.reason)
+            }
+            guard pooler.keepsSessionState else {
+                throw .invalid("DATABASE_LISTEN_URL", "LISTEN needs a session that lasts: a direct connection, not ?pooler=transaction")
+            }
+            configuration.listenURL = url
+        }
         if let url = settings.value("FCM_BASE_URL") { configuration.fcmBaseURL = url }
         if let url = settings.value("GOOGLE_TOKEN_URL") { configuration.googleTokenURL = url }
         // Sends are HTTP/2 over TLS, as FCM speaks them; the token endpoint may be any http(s) URL.

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import ServiceSupport
 import Synchronization
 
 /// The dispatch loop, as a service: claims deliveries in batches sized to free capacity (due
@@ -14,6 +15,7 @@ import Synchronization
 /// graceful shutdown it stops claiming, lets in-flight sends finish and records them.
 public struct Dispatcher: Service {
     let configuration: DispatchConfiguration
+    let wakeUps: JobWakeUps
     let queue: DeliveryQueue
     let tokens: AccessTokenCache
     let fcm: FCMClient
@@ -25,10 +27,11 @@ public struct Dispatcher: Service {
     let inFlight = InFlightDeliveries()
 
     init(
-        configuration: DispatchConfiguration, client: PostgresClient, http: HTTPClient, fcm: FCMClient, metrics: DispatchMetrics,
-        logger: Logger
+        configuration: DispatchConfiguration, wakeUps: JobWakeUps, client: PostgresClient, http: HTTPClient, fcm: FCMClient,
+        metrics: DispatchMetrics, logger: Logger
     ) {
         self.configuration = configuration
+        self.wakeUps = wakeUps
         self.queue = DeliveryQueue(client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger)
         self.tokens = AccessTokenCache(
             exchange: GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: configuration.requestTimeout),
@@ -443,20 +446,37 @@ public struct Dispatcher: Service {
 
     // MARK: Companions
 
-    /// NOTIFY push_jobs wakes the loop at once; reconnects when the database comes back.
+    /// NOTIFY push_jobs wakes the loop at once; reconnects when the database comes back. With
+    /// ``JobWakeUps/polling`` there is nothing to listen on and the poll ticks alone find jobs.
     private func listenForJobs() async {
         while !Task.isCancelled {
             do {
-                try await queue.client.withConnection { connection in
-                    try await connection.listen(on: "push_jobs") { notifications in
-                        for try await _ in notifications { inbox.hintClaim() }
+                switch wakeUps {
+                case .polling: return
+                case .listenOnPool:
+                    try await queue.client.withConnection { try await listen(on: $0) }
+                case .listen(let url):
+                    let connection = try await PostgresConnection.connect(
+                        configuration: DatabaseConfiguration.connection(url, connectTimeout: .seconds(5)), id: 0, logger: logger)
+                    do {
+                        try await listen(on: connection)
+                    } catch {
+                        try? await connection.close()
+                        throw error
                     }
+                    try? await connection.close()
                 }
             } catch {
                 if Task.isCancelled { return }
                 logger.debug("LISTEN connection lost", metadata: ["push.error": "\(error)"])
             }
             try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    private func listen(on connection: PostgresConnection) async throws {
+        try await connection.listen(on: "push_jobs") { notifications in
+            for try await _ in notifications { inbox.hintClaim() }
         }
     }
 

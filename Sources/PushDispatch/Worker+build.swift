@@ -15,6 +15,8 @@ import UnixSignals
 /// sends through close after it. Tests run this same function.
 public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, signals: [UnixSignal] = [.sigterm, .sigint]) async throws {
     let client = PostgresClient(configuration: try DatabaseConfiguration.parse(configuration.databaseURL), backgroundLogger: logger)
+    let wakeUps = JobWakeUps(
+        databasePooler: try DatabaseConfiguration.pooler(configuration.databaseURL), listenURL: configuration.listenURL)
     let tls = makeTLSConfiguration(configuration)
     // The FCM client connects on its first send. The HTTP client must be shut down once made:
     // made after the last step that can throw, it is the group's to shut down from here on.
@@ -26,7 +28,9 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
         services.append(
             buildWorkerOperations(host: configuration.metricsHost, port: port, client: client, metrics: metrics, logger: logger))
     }
-    services.append(Dispatcher(configuration: configuration, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
+    services.append(
+        Dispatcher(
+            configuration: configuration, wakeUps: wakeUps, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
     var groupConfiguration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
     // A shutdown ends whatever FCM and the database do: a drain that outlasts its bound is
     // escalated to cancellation (the clients close their connections, so no query or send
@@ -40,7 +44,13 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
             "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
             "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",
             "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
+            "push.job_wakeups": "\(wakeUps.summary)",
         ])
+    if wakeUps == .polling {
+        logger.notice(
+            "no LISTEN through a pooler in transaction mode: new jobs are found by polling, within the poll interval; set DATABASE_LISTEN_URL to a direct connection to hear them at once",
+            metadata: ["push.poll_interval": "\(configuration.pollInterval)"])
+    }
     try await ProgramStartup.listening(on: configuration.metricsHost, port: configuration.metricsPort ?? 0, setting: "METRICS_PORT") {
         try await group.run()
     }

@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import NIOSSL
 import PostgresNIO
@@ -11,7 +12,8 @@ public struct DatabaseURLError: Error, CustomStringConvertible, Equatable {
 /// Turns `postgres://user:password@host:port/db?sslmode=disable|prefer|require` into a
 /// `PostgresClient.Configuration` (the pool every program uses), or into the configuration of
 /// one connection of its own (``DatabaseReachability``'s startup check). `?host=/run/postgresql`
-/// selects a Unix socket directory, as libpq does.
+/// selects a Unix socket directory, as libpq does; `?pooler=transaction` says the URL leads
+/// through a pooler in transaction mode (``pooler(_:)``).
 public enum DatabaseConfiguration {
     /// Fail requests quickly while the database is down instead of queueing them for long.
     static let connectTimeout: Duration = .seconds(3)
@@ -37,6 +39,13 @@ public enum DatabaseConfiguration {
         configuration.options.connectTimeout = connectTimeout
         if let poolMax = settings.poolMax { configuration.options.maximumConnections = poolMax }
         return configuration
+    }
+
+    /// What stands between the URL's connections and PostgreSQL: `?pooler=transaction` for a
+    /// pooler in transaction mode, `session` (the default) for a direct connection or a pooler
+    /// in session mode.
+    public static func pooler(_ url: String) throws(DatabaseURLError) -> PoolerMode {
+        try Settings(url).pooler
     }
 
     /// The same database as one connection, not a pool: the connect, TLS and log-in must all be
@@ -83,8 +92,9 @@ public enum DatabaseConfiguration {
         let password: String?
         let database: String?
         let poolMax: Int?
+        let pooler: PoolerMode
 
-        init(_ url: String) throws {
+        init(_ url: String) throws(DatabaseURLError) {
             guard let components = URLComponents(string: url),
                 let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme)
             else {
@@ -134,6 +144,14 @@ public enum DatabaseConfiguration {
                 poolMax = size
             } else {
                 poolMax = nil
+            }
+            if let value = query["pooler"] {
+                guard let mode = PoolerMode(rawValue: value) else {
+                    throw DatabaseURLError(reason: "pooler '\(value)' is not one of session, transaction")
+                }
+                pooler = mode
+            } else {
+                pooler = .session
             }
             self.username = username
             self.password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding }

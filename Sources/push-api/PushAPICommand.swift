@@ -17,7 +17,8 @@ struct PushAPICommand: AsyncParsableCommand {
         commandName: "push-api",
         abstract: "The device registration API and service endpoints.",
         discussion: """
-            Configuration comes from the environment: DATABASE_URL (required), JWT_SECRET (HS256, at \
+            Configuration comes from the environment: DATABASE_URL (required; ?pooler=transaction behind a pooler \
+            in transaction mode), JWT_SECRET (HS256, at \
             least 32 bytes) and/or JWT_PUBLIC_KEY_FILE (RSA or EC P-256 PEM), JWT_ISSUER, JWT_AUDIENCE, \
             PUSH_ADMIN_TOKEN (bearer token of the service/admin endpoints, at least 16 characters; unset: \
             they answer 404), API_HOST (default 127.0.0.1), API_PORT (default 8080), LOG_LEVEL (default info), \

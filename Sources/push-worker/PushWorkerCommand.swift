@@ -16,7 +16,9 @@ struct PushWorkerCommand: AsyncParsableCommand {
         commandName: "push-worker",
         abstract: "Claims queued push jobs and delivers them through FCM HTTP v1.",
         discussion: """
-            Configuration comes from the environment: DATABASE_URL (required), FCM_BASE_URL (default \
+            Configuration comes from the environment: DATABASE_URL (required; ?pooler=transaction behind a pooler in \
+            transaction mode), DATABASE_LISTEN_URL (a direct connection for LISTEN when DATABASE_URL goes through such \
+            a pooler; without it new jobs are found by polling, within 1 s), FCM_BASE_URL (default \
             https://fcm.googleapis.com), GOOGLE_TOKEN_URL (default https://oauth2.googleapis.com/token), \
             PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
@@ -43,6 +45,7 @@ struct PushWorkerCommand: AsyncParsableCommand {
             ProgramStartup.bootstrapLogging(level: configuration.logLevel)
             let logger = Logger(label: "push-worker")
             try await DatabaseReachability.verify(url: configuration.databaseURL, logger: logger)
+            if let listenURL = configuration.listenURL { try await DatabaseReachability.verify(url: listenURL, logger: logger) }
             try await runWorker(configuration, logger: logger)
         }
         if !succeeded { throw ExitCode.failure }

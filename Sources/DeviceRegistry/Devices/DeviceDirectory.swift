@@ -7,6 +7,10 @@ import PostgresNIO
 /// sql/011_device_rules_per_user.sql): one round trip, one transaction.
 public struct DeviceDirectory: Sendable {
     let client: PostgresClient
+    /// Registrations go as named prepared statements only where a connection keeps its
+    /// session; behind a transaction pooler the same SQL goes unnamed (parsed and planned each
+    /// time, within its own round trip).
+    let pooler: PoolerMode
 
     /// Active devices per (user, app) unless the caller says otherwise; also the SQL function's
     /// default. A person's phones, tablets and browsers fit with room to spare, while tokens
@@ -14,8 +18,9 @@ public struct DeviceDirectory: Sendable {
     /// a hostile client are held to it.
     public static let defaultMaximumActiveDevices = 20
 
-    public init(client: PostgresClient) {
+    public init(client: PostgresClient, pooler: PoolerMode = .session) {
         self.client = client
+        self.pooler = pooler
     }
 
     public struct Registered: Sendable, Equatable {
@@ -37,7 +42,7 @@ public struct DeviceDirectory: Sendable {
             userID: userID, appID: appID, registration: registration,
             maximumActiveDevices: maximumActiveDevices)
         let row = try await Self.retryingConflicts(logger: logger) {
-            for try await row in try await client.execute(statement, logger: logger) { return row }
+            for try await row in try await execute(statement, logger: logger) { return row }
             preconditionFailure("push_register_device returns exactly one row")
         }
         return Self.registered(row)
@@ -67,12 +72,23 @@ public struct DeviceDirectory: Sendable {
     ) async throws -> [Registered] {
         var registered = [Registered?](repeating: nil, count: batch.count)
         let statement = RegisterBatchStatement(batch: batch, maximumActiveDevices: maximumActiveDevices)
-        for try await row in try await client.execute(statement, logger: logger) {
+        for try await row in try await execute(statement, logger: logger) {
             registered[Int(row.0) - 1] = Self.registered(row.1)
         }
         let result = registered.compactMap { $0 }
         precondition(result.count == batch.count, "push_register_device returns exactly one row per registration")
         return result
+    }
+
+    /// `statement` prepared once per connection, or, where sessions do not last
+    /// (``PoolerMode/transaction``), as an unnamed statement: Parse, Bind and Execute in one
+    /// round trip that the pooler keeps on one server session.
+    private func execute<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws
+        -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>
+    {
+        guard !pooler.keepsSessionState else { return try await client.execute(statement, logger: logger) }
+        let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+        return try await client.query(query, logger: logger).map { try statement.decodeRow($0) }
     }
 
     private static func registered(_ row: RegisterStatement.Row) -> Registered {

@@ -37,9 +37,12 @@ public enum MigrationError: Error, CustomStringConvertible {
     }
 }
 
-/// Applies `sql/` migrations. Every run holds one session advisory lock, so several hosts may
-/// run it at the same moment: the first applies, the others wait and then find nothing to do.
-/// Each file runs in its own transaction together with its record in `schema_migrations`.
+/// Applies `sql/` migrations. Each file runs in its own transaction together with its record in
+/// `schema_migrations`, and each of those transactions first takes one transaction-scoped
+/// advisory lock, so several hosts may run it at the same moment: each file is applied once,
+/// in order, by whichever run takes the lock when it is next. Nothing outlives a transaction,
+/// so it runs the same through a pooler in transaction mode (a session lock there would be
+/// held by whatever server session the pooler picked, and released on another's, or never).
 public struct MigrationRunner: Sendable {
     public let migrations: [Migration]
     private static let lockKey: Int64 = 0x7075_7368_6d69_6772  // "pushmigr"
@@ -70,24 +73,52 @@ public struct MigrationRunner: Sendable {
         self.init(migrations: migrations)
     }
 
-    /// Applies what is missing; returns the versions it applied (empty when up to date).
+    /// Applies what is missing; returns the versions this run applied (empty when up to date, or
+    /// when a concurrent run applied them).
     @discardableResult
     public func run(on client: PostgresClient, logger: Logger) async throws -> [String] {
         try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
-            do {
-                let applied = try await self.applyPending(on: connection, logger: logger)
-                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
-                return applied
-            } catch {
-                // Closing the session would release the lock too; release it now so the pool can reuse it.
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
-                throw error
-            }
+            var applied: [String] = []
+            while let version = try await applyNext(on: connection, logger: logger) { applied.append(version) }
+            return applied
         }
     }
 
-    private func applyPending(on connection: PostgresConnection, logger: Logger) async throws -> [String] {
+    /// In one transaction under the lock: checks what is recorded, then applies the first file
+    /// not applied yet with its record. Returns its version, or nil when nothing is left.
+    private func applyNext(on connection: PostgresConnection, logger: Logger) async throws -> String? {
+        try await connection.query("BEGIN", logger: logger)
+        let migration: Migration?
+        do {
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
+            migration = try await firstPending(on: connection, logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+        guard let migration else {
+            try await connection.query("COMMIT", logger: logger)
+            return nil
+        }
+        do {
+            for statement in SQLScript.statements(migration.sql) {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            try await connection.query(
+                "INSERT INTO schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))",
+                logger: logger)
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw MigrationError.failed(version: migration.version, message: DatabaseErrorText.describe(error))
+        }
+        // Debug: pushctl migrate already reports what it applied on stdout.
+        logger.debug("migration applied", metadata: ["push.migration": "\(migration.version)"])
+        return migration.version
+    }
+
+    /// The first migration not recorded yet, once every recorded one is known and unedited.
+    private func firstPending(on connection: PostgresConnection, logger: Logger) async throws -> Migration? {
         try await connection.query(
             """
             CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -105,29 +136,10 @@ public struct MigrationRunner: Sendable {
         if let stranger = recorded.keys.sorted().first(where: { !known.contains($0) }) {
             throw MigrationError.unknownApplied(version: stranger)
         }
-        var applied: [String] = []
         for migration in migrations {
-            if let checksum = recorded[migration.version] {
-                guard checksum == migration.checksum else { throw MigrationError.edited(version: migration.version) }
-                continue
-            }
-            do {
-                try await connection.query("BEGIN", logger: logger)
-                for statement in SQLScript.statements(migration.sql) {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                }
-                try await connection.query(
-                    "INSERT INTO schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))",
-                    logger: logger)
-                try await connection.query("COMMIT", logger: logger)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw MigrationError.failed(version: migration.version, message: DatabaseErrorText.describe(error))
-            }
-            // Debug: pushctl migrate already reports what it applied on stdout.
-            logger.debug("migration applied", metadata: ["push.migration": "\(migration.version)"])
-            applied.append(migration.version)
+            guard let checksum = recorded[migration.version] else { return migration }
+            guard checksum == migration.checksum else { throw MigrationError.edited(version: migration.version) }
         }
-        return applied
+        return nil
     }
 }

@@ -63,6 +63,15 @@ struct DatabaseConfigurationTests {
         #expect(throws: DatabaseURLError.self) { try DatabaseConfiguration.parse(url) }
     }
 
+    @Test func poolerParameterSaysWhetherSessionsLast() throws {
+        #expect(try DatabaseConfiguration.pooler("postgres://u@h/db") == .session)
+        #expect(try DatabaseConfiguration.pooler("postgres://u@h:6432/db?pooler=transaction&pool_max=4") == .transaction)
+        #expect(try DatabaseConfiguration.pooler("postgres://u@h/db?pooler=session") == .session)
+        let refusal = #expect(throws: DatabaseURLError.self) { try DatabaseConfiguration.pooler("postgres://u@h/db?pooler=statement") }
+        #expect(refusal?.description == "DATABASE_URL: pooler 'statement' is not one of session, transaction")
+        #expect(throws: DatabaseURLError.self) { try DatabaseConfiguration.parse("postgres://u@h/db?pooler=") }
+    }
+
     @Test func errorsNeverRepeatThePassword() {
         do {
             _ = try DatabaseConfiguration.parse("postgres://u:topsecret@h/db?sslmode=bogus")
