@@ -62,8 +62,11 @@ struct SendsChart {
 
     static let width = 480
     static let height = 140
-    private static let plotTop = 8
+    /// Above the plot: the busiest slot's count, clear of the bars.
+    private static let plotTop = 18
     private static let plotBottom = 118
+    /// A bar is never wider, so that a job of a few slots is not drawn as a wall.
+    private static let widestBar = 48.0
 
     /// The overview's chart: `hours[0]` is the hour ending now, `hours[23]` the one that began 24 hours ago.
     static func lastDay(_ hours: [SendCounts], id: String) -> SendsChart {
@@ -90,8 +93,9 @@ struct SendsChart {
             skipped \(totals.skipped), waiting to retry \(totals.pending); busiest \(slot) \(peak)</desc>
             <line class="axis" x1="0" y1="\(Self.plotBottom)" x2="\(Self.width)" y2="\(Self.plotBottom)"/>
             """
+        let barWidth = min(max(slotWidth - 2, 1), Self.widestBar)
         for (index, bar) in bars.enumerated() {
-            let x = Double(index) * slotWidth + 1
+            let x = Double(index) * slotWidth + (slotWidth - barWidth) / 2
             var base = Double(Self.plotBottom)
             let counts = bar.counts
             for (value, kind) in [
@@ -101,14 +105,14 @@ struct SendsChart {
                 let barHeight = max(plotHeight * Double(value) / Double(peak), 1)
                 base -= barHeight
                 svg +=
-                    "<rect class=\"\(kind)\" x=\"\(Self.format(x))\" y=\"\(Self.format(base))\" width=\"\(Self.format(max(slotWidth - 2, 1)))\" height=\"\(Self.format(barHeight))\"><title>\(bar.label): \(value) \(kind)</title></rect>"
+                    "<rect class=\"\(kind)\" x=\"\(Self.format(x))\" y=\"\(Self.format(base))\" width=\"\(Self.format(barWidth))\" height=\"\(Self.format(barHeight))\"><title>\(bar.label): \(value) \(kind)</title></rect>"
             }
         }
         for tick in ticks {
             svg += "<text x=\"\(Self.format(Double(tick.bar) * slotWidth + 1))\" y=\"\(Self.height - 6)\">\(tick.label)</text>"
         }
         svg +=
-            "<text x=\"\(Self.width - 1)\" y=\"\(Self.height - 6)\" text-anchor=\"end\">\(end)</text><text x=\"\(Self.width - 4)\" y=\"\(Self.plotTop + 8)\" text-anchor=\"end\">\(peak) per \(slot)</text></svg>"
+            "<text x=\"\(Self.width - 1)\" y=\"\(Self.height - 6)\" text-anchor=\"end\">\(end)</text><text x=\"\(Self.width - 1)\" y=\"\(Self.plotTop - 6)\" text-anchor=\"end\">\(peak) per \(slot)</text></svg>"
         return svg
     }
 

@@ -39,10 +39,11 @@ struct SendsChartTests {
             ],
             ticks: [.init(bar: 1, label: "14:00:10")], end: "14:00:20")
         let svg = chart.svg
-        // The plot is 110 high: the busiest bar (40) fills it, the other's 20 is half of it; each bar is half the width.
-        #expect(svg.contains(#"<rect class="sent" x="1.0" y="35.5" width="238.0" height="82.5"><title>a: 30 sent</title></rect>"#))
-        #expect(svg.contains(#"<rect class="failed" x="1.0" y="8.0" width="238.0" height="27.5"><title>a: 10 failed</title></rect>"#))
-        #expect(svg.contains(#"<rect class="skipped" x="241.0" y="63.0" width="238.0" height="55.0"><title>b: 20 skipped</title></rect>"#))
+        // The plot is 100 high: the busiest bar (40) fills it, the other's 20 is half of it. Each of
+        // the two slots is 240 wide; a bar is at most 48, in the middle of its slot.
+        #expect(svg.contains(#"<rect class="sent" x="96.0" y="43.0" width="48.0" height="75.0"><title>a: 30 sent</title></rect>"#))
+        #expect(svg.contains(#"<rect class="failed" x="96.0" y="18.0" width="48.0" height="25.0"><title>a: 10 failed</title></rect>"#))
+        #expect(svg.contains(#"<rect class="skipped" x="336.0" y="68.0" width="48.0" height="50.0"><title>b: 20 skipped</title></rect>"#))
         #expect(svg.contains(#"<text x="241.0" y="134">14:00:10</text>"#) && svg.contains(">14:00:20</text>"))
         #expect(svg.contains("busiest 10 seconds 40") && svg.contains(">40 per 10 seconds<"))
     }
