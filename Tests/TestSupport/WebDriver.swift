@@ -86,7 +86,10 @@ public struct WebDriverSession: Sendable {
 
     /// PNG bytes of the whole page: the window is resized to the page's height first, then back.
     public func fullPageScreenshot(width: Int = 1280) async throws -> Data {
-        let height = try await execute("return Math.ceil(document.documentElement.scrollHeight)") as? Int ?? 900
+        // The window's height is the page's plus what the window itself takes (headless too has some).
+        let height =
+            try await execute("return Math.ceil(document.documentElement.scrollHeight) + window.outerHeight - window.innerHeight") as? Int
+            ?? 900
         try await command("window/rect", ["width": width, "height": min(max(height, 600), 4000)])
         let png = try await screenshot()
         try await command("window/rect", ["width": width, "height": 900])
@@ -153,6 +156,48 @@ public struct WebDriverSession: Sendable {
     public func property(_ name: String, of element: Element) async throws -> Any? {
         let value = try await command("element/\(element.id)/property/\(name)", method: "GET")
         return value is NSNull ? nil : value
+    }
+
+    // MARK: keyboard and viewport
+
+    /// WebDriver's codes for keys that are not characters (W3C WebDriver, "Keyboard actions").
+    public enum Key: String, Sendable {
+        case tab = "\u{E004}"
+        case enter = "\u{E007}"
+        case shift = "\u{E008}"
+    }
+
+    /// Presses `keys` one after the other on whatever has the focus, as a person at the
+    /// keyboard does; `text` types its characters the same way.
+    public func press(_ keys: Key..., holding modifier: Key? = nil) async throws {
+        try await keyActions(keys.map(\.rawValue), holding: modifier)
+    }
+
+    public func typeOnKeyboard(_ text: String) async throws {
+        try await keyActions(text.map { String($0) }, holding: nil)
+    }
+
+    private func keyActions(_ keys: [String], holding modifier: Key?) async throws {
+        var actions: [[String: Any]] = []
+        if let modifier { actions.append(["type": "keyDown", "value": modifier.rawValue]) }
+        for key in keys { actions += [["type": "keyDown", "value": key], ["type": "keyUp", "value": key]] }
+        if let modifier { actions.append(["type": "keyUp", "value": modifier.rawValue]) }
+        try await command("actions", ["actions": [["type": "key", "id": "keyboard", "actions": actions]]])
+    }
+
+    /// Lays pages out as a phone of `width`×`height` CSS pixels would (Chrome's device
+    /// emulation, which honours the pages' viewport meta tag); nil width: the window again.
+    public func emulatePhone(width: Int?, height: Int = 812) async throws {
+        if let width {
+            try await command(
+                "goog/cdp/execute",
+                [
+                    "cmd": "Emulation.setDeviceMetricsOverride",
+                    "params": ["width": width, "height": height, "deviceScaleFactor": 1, "mobile": true],
+                ])
+        } else {
+            try await command("goog/cdp/execute", ["cmd": "Emulation.clearDeviceMetricsOverride", "params": [String: Any]()])
+        }
     }
 
     // MARK: scripts, cookies, dialogs

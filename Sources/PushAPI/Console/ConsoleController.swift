@@ -340,7 +340,7 @@ struct ConsoleController {
         guard let (summary, content, outcomes, failures, sends) = read else { throw ConsoleError.notFound("There is no job #\(id).") }
         let audience: String =
             if let users = content.userCount {
-                "\(users) user\(users == 1 ? "" : "s")' active devices"
+                users == 1 ? "1 user's active devices" : "\(users) users' active devices"
             } else if let platforms = content.platforms {
                 "campaign: every active \(platforms.map(\.rawValue).joined(separator: ", ")) device of the app"
             } else {
