@@ -4,8 +4,9 @@ import Hummingbird
 
 /// The apps and their Firebase credentials: what is set (project, client email, whether a send
 /// has proven the project; never the key), setting credentials from a service-account JSON
-/// (uploaded or pasted), and adding an app. Read and written through `AppDirectory`, the
-/// file checked by `ServiceAccount(json:)`, as `pushctl app add` and `app set-credentials` do.
+/// (uploaded or pasted), capping an app's send rate, and adding an app. Read and written through
+/// `AppDirectory`, the file checked by `ServiceAccount(json:)`, as `pushctl app add`,
+/// `app set-credentials` and `app set-rate` do.
 extension ConsoleController {
     struct AppCredentialsCard {
         let cardAppID: Int64
@@ -16,9 +17,14 @@ extension ConsoleController {
         let cardClientEmail: String
         let cardIsProjectProven: Bool
         let cardRate: String
+        let cardIsCapped: Bool
+        /// What the rate field holds: the cap, or what was typed when it was refused.
+        let cardRateInput: String
         let cardCreatedAt: String
         /// Why the last upload for this app was refused, shown next to its field.
         let credentialsProblem: String?
+        /// Why the last rate for this app was refused, shown next to its field.
+        let rateProblem: String?
     }
 
     struct AppsView {
@@ -40,13 +46,15 @@ extension ConsoleController {
         var account: String?
         /// For a credentials form: the app whose form it was.
         var credentialsOf: String?
+        /// For a rate form: the app whose form it was, what was typed and why it was refused.
+        var rateOf: (code: String, typed: String, problem: String)?
 
         var isEmpty: Bool { code == nil && name == nil && account == nil }
     }
 
     @Sendable func apps(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
-        let query = try ConsoleQuery(request, allowed: ["added", "updated"])
+        let query = try ConsoleQuery(request, allowed: ["added", "updated", "rate"])
         let directory = AppDirectory(client: client, logger: context.logger)
         let known = try await deadline.run { try await directory.list() }
         // Only a code of an existing app is echoed: a crafted link cannot put words on the page.
@@ -55,6 +63,8 @@ extension ConsoleController {
                 "App \(code) added."
             } else if let code = query["updated"], let app = known.first(where: { $0.code == code }) {
                 "Credentials of \(code) set: \(app.fcmClientEmail ?? "?") (project \(app.fcmProjectID ?? "?"))."
+            } else if let code = query["rate"], let app = known.first(where: { $0.code == code }) {
+                "Send rate of \(code): \(Self.rateText(app))."
             } else {
                 nil
             }
@@ -71,11 +81,14 @@ extension ConsoleController {
                 cardAppID: app.id, cardAppCode: app.code, cardAppName: app.name, cardHasCredentials: app.hasCredentials,
                 cardProjectID: app.fcmProjectID ?? "none", cardClientEmail: app.fcmClientEmail ?? "none",
                 cardIsProjectProven: app.isProjectProven,
-                cardRate: app.maxSendsPerSecond.map { "at most \($0) sends per second" } ?? "unlimited",
+                cardRate: Self.rateText(app), cardIsCapped: app.maxSendsPerSecond != nil,
+                cardRateInput: problems.rateOf?.code == app.code
+                    ? problems.rateOf?.typed ?? "" : app.maxSendsPerSecond.map(String.init) ?? "",
                 cardCreatedAt: ConsoleText.time(app.createdAt),
-                credentialsProblem: problems.credentialsOf == app.code ? problems.account : nil)
+                credentialsProblem: problems.credentialsOf == app.code ? problems.account : nil,
+                rateProblem: problems.rateOf?.code == app.code ? problems.rateOf?.problem : nil)
         }
-        let adding = problems.credentialsOf == nil
+        let adding = problems.credentialsOf == nil && problems.rateOf == nil
         return pages.page(
             "apps",
             AppsView(
@@ -170,5 +183,53 @@ extension ConsoleController {
         guard known.contains(where: { $0.code == code }) else { throw ConsoleError.notFound("There is no app \(code).") }
         return appsPage(
             session: session, apps: known, problems: AppFormProblems(account: refusal, credentialsOf: code), status: .badRequest)
+    }
+
+    static func rateText(_ app: App) -> String {
+        app.maxSendsPerSecond.map { "at most \($0) sends per second" } ?? "unlimited"
+    }
+
+    /// Caps the app's sends per second (Set the cap, with a whole number), or lifts the cap (Lift
+    /// the cap), through `AppDirectory.setRate` as `pushctl app set-rate` does: its range and its
+    /// message for a number out of it. What is not a whole number is refused here, before it.
+    @Sendable func setAppRate(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let (session, form) = try await signedInForm(request)
+        let code = context.parameters.get("code") ?? ""
+        let directory = AppDirectory(client: client, logger: context.logger)
+        let typed = form.trimmed("perSecond") ?? ""
+        var problem: String?
+        var rate: Int?
+        switch form["cap"] {
+        case "lift": rate = nil
+        case "set":
+            if typed.isEmpty {
+                problem = "Give the most sends per second, a whole number from 1 (or lift the cap)."
+            } else if let number = Int(typed) {
+                rate = number
+            } else {
+                problem = "the send rate must be a whole number of sends per second, not '\(typed.prefix(40))'"
+            }
+        default: throw ConsoleError.badRequest("cap must be set or lift")
+        }
+        if problem == nil {
+            let chosen = rate
+            do {
+                let app = try await deadline.run { try await directory.setRate(code: code, perSecond: chosen) }
+                context.logger.info(
+                    "app send rate set",
+                    metadata: [
+                        "push.app": "\(app.code)", "push.rate": "\(app.maxSendsPerSecond.map(String.init) ?? "unlimited")",
+                        "push.by": "console",
+                    ])
+                return .redirect(to: "/console/apps?" + ConsoleText.query([("rate", app.code)]))
+            } catch let refusal as AppDirectoryError {
+                if case .unknownCode = refusal { throw ConsoleError.notFound("There is no app \(code).") }
+                problem = refusal.description
+            }
+        }
+        let known = try await deadline.run { try await directory.list() }
+        guard known.contains(where: { $0.code == code }) else { throw ConsoleError.notFound("There is no app \(code).") }
+        return appsPage(
+            session: session, apps: known, problems: AppFormProblems(rateOf: (code, typed, problem ?? "")), status: .badRequest)
     }
 }

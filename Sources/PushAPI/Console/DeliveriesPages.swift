@@ -13,6 +13,7 @@ extension ConsoleController {
         console.get("apps", use: apps)
         console.post("apps", use: addApp)
         console.post("apps/:code/credentials", use: setAppCredentials)
+        console.post("apps/:code/rate", use: setAppRate)
     }
 
     struct DeliveryRow {

@@ -75,7 +75,10 @@ struct ConsoleAppsTests {
             #expect(!html.contains(keyBody))
             #expect(html.contains(#"action="/console/apps/wowa/credentials" enctype="multipart/form-data""#))
             #expect(html.contains(#"action="/console/apps" enctype="multipart/form-data""#))
-            #expect(html.matches(of: /name="csrf"/).count == 4, "sign-out, two credentials forms and adding")
+            #expect(html.matches(of: /name="csrf"/).count == 6, "sign-out, two credentials forms, two rate forms and adding")
+            #expect(
+                html.contains(
+                    #"<input id="rate-\#(fixture.appID)" name="perSecond" type="text" inputmode="numeric" autocomplete="off" value="""#))
         }
     }
 
@@ -242,6 +245,92 @@ struct ConsoleAppsTests {
         }
     }
 
+    static func rate(_ fixture: APIFixture) async throws -> String {
+        try await fixture.database.text("SELECT coalesce(max_sends_per_second::text, 'unlimited') FROM apps WHERE code = 'wowa'")
+    }
+
+    static func escaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "'", with: "&#39;")
+    }
+
+    @Test func anAppsSendRateIsCappedAndLiftedAsPushctlSetsIt() async throws {
+        let fixture = try await APIFixture.make()
+        try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
+            var browser = ConsoleBrowser()
+            _ = try await browser.signIn(client)
+            let csrf = try await browser.csrf(client)
+            let before = try await browser.get(client, "/console/apps")
+            #expect(before.text.contains(#"<dt>Send rate</dt><dd>unlimited</dd>"#) && !before.text.contains("Lift the cap"))
+
+            let capped = try await browser.post(
+                client, "/console/apps/wowa/rate", [("csrf", csrf), ("perSecond", " 300 "), ("cap", "set")])
+            #expect(capped.status == .seeOther && capped.headers[.location] == "/console/apps?rate=wowa")
+            #expect(try await Self.rate(fixture) == "300")
+            let after = try await browser.get(client, "/console/apps?rate=wowa")
+            #expect(after.text.contains("Send rate of wowa: at most 300 sends per second."))
+            #expect(after.text.contains(#"<dt>Send rate</dt><dd>at most 300 sends per second</dd>"#))
+            #expect(
+                after.text.contains(
+                    #"id="rate-\#(fixture.appID)" name="perSecond" type="text" inputmode="numeric" autocomplete="off" value="300""#))
+            #expect(after.text.contains(#"<button type="submit" name="cap" value="lift" class="button">Lift the cap</button>"#))
+
+            let lifted = try await browser.post(client, "/console/apps/wowa/rate", [("csrf", csrf), ("perSecond", "300"), ("cap", "lift")])
+            #expect(lifted.status == .seeOther && lifted.headers[.location] == "/console/apps?rate=wowa")
+            #expect(try await Self.rate(fixture) == "unlimited")
+            #expect((try await browser.get(client, "/console/apps?rate=wowa")).text.contains("Send rate of wowa: unlimited."))
+        }
+    }
+
+    @Test func aRefusedRateIsExplainedNextToItsFieldAndChangesNothing() async throws {
+        let fixture = try await APIFixture.make()
+        try await fixture.database.seed { seed in
+            _ = try await AppDirectory(client: seed.client, logger: apiLogger).setRate(code: "wowa", perSecond: 50)
+        }
+        // Out of range: the words of AppDirectory.setRate, which pushctl app set-rate runs too.
+        let cases: [(String, String)] = [
+            ("-5", AppDirectoryError.invalidRate(-5).description), ("0", AppDirectoryError.invalidRate(0).description),
+            ("2147483648", AppDirectoryError.invalidRate(2_147_483_648).description),
+            ("abc", "the send rate must be a whole number of sends per second, not 'abc'"),
+            ("1.5", "the send rate must be a whole number of sends per second, not '1.5'"),
+            ("1e3", "the send rate must be a whole number of sends per second, not '1e3'"),
+            ("", "Give the most sends per second, a whole number from 1 (or lift the cap)."),
+        ]
+        try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
+            var browser = ConsoleBrowser()
+            _ = try await browser.signIn(client)
+            let csrf = try await browser.csrf(client)
+            for (typed, message) in cases {
+                let refused = try await browser.post(
+                    client, "/console/apps/wowa/rate", [("csrf", csrf), ("perSecond", typed), ("cap", "set")])
+                #expect(refused.status == .badRequest, "\(typed)")
+                #expect(
+                    refused.text.contains(
+                        #"<p class="error" id="rate-error-\#(fixture.appID)" role="alert">\#(Self.escaped(message))</p>"#),
+                    "\(typed): \(refused.text)")
+                #expect(
+                    refused.text.contains(
+                        #"value="\#(typed)" aria-describedby="rate-hint-\#(fixture.appID) rate-error-\#(fixture.appID)" aria-invalid="true">"#
+                    ),
+                    "what was typed stays, tied to its refusal")
+                #expect(try await Self.rate(fixture) == "50", "\(typed) changed nothing")
+            }
+            #expect(AppDirectoryError.invalidRate(-5).description == "the send rate must be 1 to 2147483647 sends per second, not -5")
+
+            let hostile = try await browser.post(
+                client, "/console/apps/wowa/rate", [("csrf", csrf), ("perSecond", #"<b>"5"</b>"#), ("cap", "set")])
+            #expect(hostile.status == .badRequest && hostile.text.contains("not &#39;&lt;b&gt;&quot;5&quot;&lt;/b&gt;&#39;"))
+            #expect(!hostile.text.contains("<b>"))
+            let noChoice = try await browser.post(client, "/console/apps/wowa/rate", [("csrf", csrf), ("perSecond", "5")])
+            #expect(noChoice.status == .badRequest && noChoice.text.contains("cap must be set or lift"))
+            let unknown = try await browser.post(client, "/console/apps/nope/rate", [("csrf", csrf), ("perSecond", "5"), ("cap", "set")])
+            #expect(unknown.status == .notFound && unknown.text.contains("There is no app nope."))
+            let unknownAndRefused = try await browser.post(
+                client, "/console/apps/nope/rate", [("csrf", csrf), ("perSecond", "-1"), ("cap", "set")])
+            #expect(unknownAndRefused.status == .notFound)
+            #expect(try await Self.rate(fixture) == "50")
+        }
+    }
+
     @Test func aFormWithoutItsCSRFTokenChangesNothing() async throws {
         let fixture = try await APIFixture.make()
         let account = try ServiceAccountFile.make(projectID: "csrf-prod")
@@ -260,8 +349,13 @@ struct ConsoleAppsTests {
                 let urlencoded = try await browser.post(client, uri, parts.map { ($0.name, $0.value) })
                 #expect(urlencoded.status == .forbidden, "\(uri)")
             }
+            for fields in [[("perSecond", "5"), ("cap", "set")], [("perSecond", "5"), ("cap", "set"), ("csrf", "forged")]] {
+                let refused = try await browser.post(client, "/console/apps/wowa/rate", fields)
+                #expect(refused.status == .forbidden)
+            }
             #expect(try await Self.credentials(fixture, "wowa") == "- -")
             #expect(try await fixture.database.text("SELECT string_agg(code, ',') FROM apps") == "wowa")
+            #expect(try await Self.rate(fixture) == "unlimited")
         }
     }
 }
