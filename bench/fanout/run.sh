@@ -17,6 +17,8 @@
 #   N=100000            active devices, i.e. deliveries of the campaign
 #   HISTORY=$N          sent deliveries of an earlier campaign seeded first (0: a fresh table)
 #   CONCURRENCY=1024    WORKER_CONCURRENCY (FCM requests in flight in the worker; its default)
+#   WORKERS=1           push-worker processes sharing the queue, each with CONCURRENCY (the Little's-law
+#                       bound counts them all); every round shows PostgreSQL's CPU and WAL per delivery
 #   ROUNDS=3            rounds of h2load then the campaign (default 1 when N > 200000); medians judged
 #   N_H2=100000         h2load requests per run (one run with -c1, one with -c2 per round; best counts)
 #   H2_STREAMS=100      h2load -m (concurrent streams per connection)
@@ -103,6 +105,7 @@ RUN_H2=$([[ -z $LATENCY && -z $OUTAGE_AFTER ]] && echo 1 || echo 0)
 N=${N:-$([[ $MODE == outage ]] && echo 30000 || echo 100000)}
 HISTORY=${HISTORY:-$N}
 CONCURRENCY=${CONCURRENCY:-1024}
+WORKERS=${WORKERS:-1}
 N_H2=${N_H2:-100000}
 ROUNDS=${ROUNDS:-$((N > 200000 || RUN_H2 == 0 ? 1 : 3))}
 H2_STREAMS=${H2_STREAMS:-100}
@@ -127,7 +130,7 @@ TARGET_RSS_MB=150       # worker peak RSS (VmHWM)
 TARGET_STOP_S=30        # SIGTERM to exit
 
 [[ $HISTORY =~ ^[0-9]+$ ]] || die "HISTORY must be a number, got '$HISTORY'"
-for v in N ROUNDS CONCURRENCY N_H2 H2_STREAMS SDK_MESSAGES JOB_TIMEOUT NGINX_PORT NGINX_KEEPALIVE_REQUESTS; do
+for v in N ROUNDS CONCURRENCY WORKERS N_H2 H2_STREAMS SDK_MESSAGES JOB_TIMEOUT NGINX_PORT NGINX_KEEPALIVE_REQUESTS; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 
@@ -150,17 +153,19 @@ latency_mean_ms() {
 if [[ -n $LATENCY ]]; then
     LATENCY_MEAN_MS=$(latency_mean_ms "$LATENCY") \
         || die "LATENCY must be PERCENT%:DELAY,... adding up to 100% (e.g. 50%:30ms,39%:60ms,10%:150ms,1%:2s), got '$LATENCY'"
-    LITTLE_BOUND=$(awk -v c="$CONCURRENCY" -v m="$LATENCY_MEAN_MS" 'BEGIN { printf "%.0f", (m > 0 ? c * 1000 / m : 0) }')
+    LITTLE_BOUND=$(awk -v c="$((CONCURRENCY * WORKERS))" -v m="$LATENCY_MEAN_MS" 'BEGIN { printf "%.0f", (m > 0 ? c * 1000 / m : 0) }')
 fi
 
 # ------------------------------------------------------------------ cleanup
 WORKER_PID=
+EXTRA_WORKER_PIDS=()   # WORKERS > 1: the other push-workers
 EMULATOR_PID=
 NGINX_PID=
 STARTED_PG=0
 cleanup() {
     local rc=$?
     stop_pid "$WORKER_PID" push-worker 30
+    for pid in "${EXTRA_WORKER_PIDS[@]}"; do stop_pid "$pid" push-worker 30; done
     stop_pid "$EMULATOR_PID" fcm-emulator 10
     stop_pid "$NGINX_PID" nginx 10   # SIGTERM: the master stops its worker (SIGKILL would leave it holding the port)
     stop_local_pg "$OUT/fanout-pg"
@@ -356,6 +361,21 @@ h2load_round() {  # h2load_round ROUND: -c1 and -c2; sets H2_RPS_C1 H2_RPS_C2 H2
 # ------------------------------------------------------------------ push-worker
 log "starting push-worker, concurrency $CONCURRENCY (log: $OUT/fanout-worker.log)"
 start_worker "$BIN" "$CONCURRENCY" "$METRICS_PORT" "$OUT/fanout-worker.log"   # FCM: the emulator or nginx
+if (( WORKERS > 1 )); then
+    first_worker=$WORKER_PID
+    for i in $(seq 2 "$WORKERS"); do
+        log "starting push-worker $i of $WORKERS (log: $OUT/fanout-worker-$i.log)"
+        start_worker "$BIN" "$CONCURRENCY" "$((METRICS_PORT + i - 1))" "$OUT/fanout-worker-$i.log"
+        EXTRA_WORKER_PIDS+=("$WORKER_PID")
+    done
+    WORKER_PID=$first_worker   # RSS, the metrics and the SIGTERM at the end are the first worker's
+fi
+workers_cpu_secs() {  # all push-workers' CPU seconds
+    local total=0 pid
+    for pid in "$WORKER_PID" "${EXTRA_WORKER_PIDS[@]}"; do total=$(awk -v a="$total" -v b="$(cpu_secs "$pid")" 'BEGIN { printf "%.2f", a + b }'); done
+    echo "$total"
+}
+wal_lsn() { sql "SELECT pg_current_wal_lsn()"; }
 sleep 1   # idle: listening for NOTIFY, nothing claimed
 RSS_IDLE_KB=$(awk '/^VmRSS:/ { print $2 }' "/proc/$WORKER_PID/status")
 
@@ -370,7 +390,7 @@ metric_delta() {  # metric_delta BEFORE AFTER NAME [LABEL]: an integer
 }
 
 fanout_round() {  # fanout_round ROUND: one campaign to the N devices; sets the round's figures
-    local status last_report=0 rss secs t0 w0 e0 p0 m0 n0=0 outage_end= nap left
+    local status last_report=0 rss secs t0 w0 e0 p0 m0 wal0 n0=0 outage_end= nap left
     OUTAGE_AT=; OUTAGE_REQ=; OUTAGE_ROWS=
     # The emulator's counters are read before and after: a reset would also revoke the access
     # token the worker holds from the round before, and its first sends would be 401s.
@@ -382,7 +402,7 @@ fanout_round() {  # fanout_round ROUND: one campaign to the N devices; sets the 
         n0=$(nginx_cpu_secs)
     fi
     [[ $MODE == default || $MODE == nginx ]] || worker_metrics >"$OUT/fanout-worker-metrics-r$1-before.txt"
-    w0=$(cpu_secs "$WORKER_PID"); e0=$(cpu_secs "$EMULATOR_PID"); p0=$(pg_cpu_secs); m0=$(machine_busy)
+    w0=$(workers_cpu_secs); e0=$(cpu_secs "$EMULATOR_PID"); p0=$(pg_cpu_secs); m0=$(machine_busy); wal0=$(wal_lsn)
     log "round $1: enqueueing the campaign to $N devices"
     t0=$(now)
     JOB_ID=$(sql "SELECT push_enqueue_campaign(app_code => 'bench',
@@ -424,7 +444,7 @@ fanout_round() {  # fanout_round ROUND: one campaign to the N devices; sets the 
         fi
         sleep "$nap"
     done
-    W_CPU=$(delta "$w0" "$(cpu_secs "$WORKER_PID")")
+    W_CPU=$(delta "$w0" "$(workers_cpu_secs)")
     E_CPU=$(delta "$e0" "$(cpu_secs "$EMULATOR_PID")")
     P_CPU=$(delta "$p0" "$(pg_cpu_secs)")
     MACHINE_BUSY=$(busy_pct "$m0" "$(machine_busy)")
@@ -456,7 +476,12 @@ fanout_round() {  # fanout_round ROUND: one campaign to the N devices; sets the 
     DELIVERY_COUNTS=$(sql "SELECT string_agg(status || coalesce(':' || error_code, '') || ' ' || n, ', ')
         FROM (SELECT status, error_code, count(*) n FROM push_deliveries WHERE job_id = $JOB_ID GROUP BY 1, 2 ORDER BY 1, 2) s")
     DPS=$(awk -v n="$D_SENT" -v s="${FANOUT_S:-0}" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
-    log "round $1: job $JOB_ID $JOB_STATUS: $DELIVERY_COUNTS; ${FANOUT_S}s to the last delivery: $DPS deliveries/s"
+    # PostgreSQL's cost of a delivery: its CPU and the WAL it wrote over the round (the audience's
+    # chunks, the rows and their indexes, the job's updates), per delivery row.
+    WAL_BYTES=$(sql "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal0')")
+    PG_PER_DELIVERY=$(awk -v c="$P_CPU" -v w="$WAL_BYTES" -v n="$D_TOTAL" \
+        'BEGIN { if (n > 0) printf "%.0f µs CPU, %.0f bytes of WAL", c * 1e6 / n, w / n; else printf "n/a" }')
+    log "round $1: job $JOB_ID $JOB_STATUS: $DELIVERY_COUNTS; ${FANOUT_S}s to the last delivery: $DPS deliveries/s; PostgreSQL per delivery: $PG_PER_DELIVERY"
 
     if [[ $ENDPOINT == nginx ]]; then
         # nginx's access log, the lines after NGX_L0: requests, 200s to sends, connections, most
@@ -531,6 +556,7 @@ for round in $(seq 1 "$ROUNDS"); do
         ROUND_LINES+=("round $round: $outage_text; worker $DPS deliveries/s (${FANOUT_S}s, the outage included); CPU worker ${W_CPU}s, emulator ${E_CPU}s, PostgreSQL ${P_CPU}s, machine ${MACHINE_BUSY}% busy; job $JOB_STATUS, $DELIVERY_COUNTS, attempts > 1: $D_RETRIED, token exchanges $E_TOKENS; emulator accepted $E_ACCEPTED for $D_SENT sent (duplicates $((E_ACCEPTED - D_SENT))), rejected $E_REJECTED, streams cut unanswered $E_DROPPED, connections refused $E_REFUSED; worker sends not_sent $M_NOT_SENT, no_answer $M_NO_ANSWER, retry $M_RETRY${RTT_MS:+; FCM round trip seen by the worker ${RTT_MS} ms on average}")
         ;;
     esac
+    ROUND_LINES[${#ROUND_LINES[@]} - 1]+="; PostgreSQL per delivery: $PG_PER_DELIVERY"
 done
 T_ROUNDS=$(elapsed "$t_rounds")
 RSS_PEAK_KB=$(awk '/^VmHWM:/ { print $2 }' "/proc/$WORKER_PID/status")
@@ -636,7 +662,7 @@ esac
         echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)'), $(nproc) cores, N=$N devices, WORKER_CONCURRENCY=$CONCURRENCY, h2load -n $N_H2 -m $H2_STREAMS, Admin SDK $SDK_MESSAGES messages"
         echo "$ROUNDS round(s) of h2load then the campaign; deliveries/s, h2load and the ratio are the rounds' medians"
     else
-        echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)'), $(nproc) cores, N=$N devices, WORKER_CONCURRENCY=$CONCURRENCY$([[ $RUN_H2 == 1 ]] && echo ", h2load -n $N_H2 -m $H2_STREAMS"), Admin SDK $([[ $SKIP_SDK == 1 ]] && echo skipped || echo "$SDK_MESSAGES messages (not judged)")"
+        echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty)'), $(nproc) cores, N=$N devices, WORKERS=$WORKERS x WORKER_CONCURRENCY=$CONCURRENCY$([[ $RUN_H2 == 1 ]] && echo ", h2load -n $N_H2 -m $H2_STREAMS"), Admin SDK $([[ $SKIP_SDK == 1 ]] && echo skipped || echo "$SDK_MESSAGES messages (not judged)")"
         if [[ $RUN_H2 == 1 ]]; then
             echo "$ROUNDS round(s) of h2load then the campaign; deliveries/s, h2load and the ratio are the rounds' medians"
         else
@@ -644,7 +670,7 @@ esac
         fi
     fi
     [[ $MODE != nginx ]] || echo "mode ENDPOINT=nginx: nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), worker_processes 1, http2_max_concurrent_streams 128 (default), keepalive_requests $NGINX_KEEPALIVE_REQUESTS (nginx's default: 1000)$([[ $H2LOAD_URL == "$SEND_URL" ]] || echo " (h2load: 1000000, on port $NGINX_H2LOAD_PORT)"), answering before it reads the body, then RST_STREAM(NO_ERROR)"
-    [[ -z $LATENCY ]] || echo "mode LATENCY=$LATENCY: mean ${LATENCY_MEAN_MS} ms; Little's-law bound WORKER_CONCURRENCY / mean = $CONCURRENCY / ${LATENCY_MEAN_MS} ms = $LITTLE_BOUND deliveries/s$([[ $MODE == outage ]] && echo " (not judged with an outage)")"
+    [[ -z $LATENCY ]] || echo "mode LATENCY=$LATENCY: mean ${LATENCY_MEAN_MS} ms; Little's-law bound WORKERS x WORKER_CONCURRENCY / mean = $((CONCURRENCY * WORKERS)) / ${LATENCY_MEAN_MS} ms = $LITTLE_BOUND deliveries/s$([[ $MODE == outage ]] && echo " (not judged with an outage)")"
     [[ -z $OUTAGE_AFTER ]] || echo "mode OUTAGE_AFTER=$OUTAGE_AFTER OUTAGE_FOR=$OUTAGE_FOR: FCM (fcm-emulator, its token endpoint included) unreachable for ${OUTAGE_FOR}s from ${OUTAGE_AFTER}s after the enqueue; JOB_TIMEOUT ${JOB_TIMEOUT}s"
     echo
     printf '%-32s %16s %12s  %s\n' "metric" "value" "target" "result"
