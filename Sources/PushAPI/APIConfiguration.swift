@@ -6,6 +6,9 @@ import ServiceSupport
 /// push-api's settings, from the environment (see the configuration table in docs/operating.md).
 public struct APIConfiguration: Sendable {
     public var databaseURL: String
+    /// A streaming standby the audit is read from (DATABASE_READ_URL): the admin API's and the
+    /// console's listings; writes stay on `databaseURL`.
+    public var readDatabaseURL: String?
     public var host: String
     public var port: Int
     public var jwt: UserTokenVerifier.Configuration
@@ -29,9 +32,11 @@ public struct APIConfiguration: Sendable {
         jwt: UserTokenVerifier.Configuration, logLevel: Logger.Level = .info,
         databaseDeadline: Duration = .seconds(5), adminToken: String? = nil,
         registrationLimits: RegistrationLimits = RegistrationLimits(),
-        idleTimeout: Duration = .seconds(75), readTimeout: Duration = .seconds(10), maximumConnections: Int? = nil
+        idleTimeout: Duration = .seconds(75), readTimeout: Duration = .seconds(10), maximumConnections: Int? = nil,
+        readDatabaseURL: String? = nil
     ) {
         self.databaseURL = databaseURL
+        self.readDatabaseURL = readDatabaseURL
         self.host = host
         self.port = port
         self.jwt = jwt
@@ -46,7 +51,7 @@ public struct APIConfiguration: Sendable {
 
     /// Every environment variable push-api reads.
     public static let environmentVariables: Set<String> = [
-        "DATABASE_URL", "API_HOST", "API_PORT", "JWT_SECRET", "JWT_PUBLIC_KEY_FILE", "JWT_ISSUER", "JWT_AUDIENCE",
+        "DATABASE_URL", "DATABASE_READ_URL", "API_HOST", "API_PORT", "JWT_SECRET", "JWT_PUBLIC_KEY_FILE", "JWT_ISSUER", "JWT_AUDIENCE",
         "PUSH_ADMIN_TOKEN", "LOG_LEVEL", "MAX_ACTIVE_DEVICES_PER_USER", "REGISTRATIONS_PER_USER_PER_MINUTE",
         "API_IDLE_TIMEOUT_SECONDS", "API_READ_TIMEOUT_SECONDS", "API_MAX_CONNECTIONS",
     ]
@@ -70,12 +75,20 @@ public struct APIConfiguration: Sendable {
         if let adminToken, adminToken.utf8.count < minimumAdminTokenLength {
             throw .invalid("PUSH_ADMIN_TOKEN", "must be at least \(minimumAdminTokenLength) characters (e.g. openssl rand -hex 32)")
         }
+        let readDatabaseURL = settings.value("DATABASE_READ_URL")
+        if let readDatabaseURL {
+            do {
+                _ = try DatabaseConfiguration.pooler(readDatabaseURL)
+            } catch {
+                throw .invalid("DATABASE_READ_URL", error.reason)
+            }
+        }
         return APIConfiguration(
             databaseURL: try settings.required("DATABASE_URL"), host: settings.value("API_HOST") ?? "127.0.0.1",
             port: try settings.integer("API_PORT", in: 0...65535) ?? 8080, jwt: jwt, logLevel: try settings.logLevel() ?? .info,
             adminToken: adminToken, registrationLimits: try RegistrationLimits(settings),
             idleTimeout: .seconds(try settings.integer("API_IDLE_TIMEOUT_SECONDS", in: 1...3600) ?? 75),
             readTimeout: .seconds(try settings.integer("API_READ_TIMEOUT_SECONDS", in: 1...300) ?? 10),
-            maximumConnections: try settings.integer("API_MAX_CONNECTIONS", in: 1...1_000_000))
+            maximumConnections: try settings.integer("API_MAX_CONNECTIONS", in: 1...1_000_000), readDatabaseURL: readDatabaseURL)
     }
 }

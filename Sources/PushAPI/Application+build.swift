@@ -12,6 +12,9 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
     let postgres = try DatabaseConfiguration.parse(configuration.databaseURL)
     let verifier = try await UserTokenVerifier(configuration.jwt)
     let client = PostgresClient(configuration: postgres, backgroundLogger: logger)
+    let readClient = try configuration.readDatabaseURL.map {
+        PostgresClient(configuration: try DatabaseConfiguration.parse($0), backgroundLogger: logger)
+    }
     let registry = DeviceDirectory(client: client, pooler: try DatabaseConfiguration.pooler(configuration.databaseURL))
     let metrics = RequestMetrics(registry: PrometheusCollectorRegistry())
     let registrations = RegistrationBatcher(
@@ -19,7 +22,8 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
         deadline: configuration.databaseDeadline, limits: configuration.registrationLimits, logger: logger,
         batchSizes: { metrics.recordRegistrationBatch(size: $0) })
     let router = try buildRouter(
-        client: client, registry: registry, registrations: registrations, metrics: metrics, verifier: verifier,
+        client: client, audit: readClient.map { .replica($0) } ?? .primary(client), registry: registry, registrations: registrations,
+        metrics: metrics, verifier: verifier,
         adminToken: configuration.adminToken,
         deadline: DatabaseDeadline(limit: configuration.databaseDeadline), logger: logger)
     let connections = try ConnectionLimits(
@@ -32,7 +36,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "push-api",
             availableConnectionsDelegate: connections.listenerLimit(logger: logger)),
-        services: [client, registrations],
+        services: [client] + (readClient.map { [$0] } ?? []) + [registrations],
         // Once listening: a startup that fails (no database) stays one clear line.
         onServerRunning: { _ in
             logger.info(
@@ -47,7 +51,7 @@ public func buildApplication(_ configuration: APIConfiguration, logger: Logger) 
 }
 
 func buildRouter(
-    client: PostgresClient, registry: DeviceDirectory, registrations: RegistrationBatcher, metrics: RequestMetrics,
+    client: PostgresClient, audit: AuditSource, registry: DeviceDirectory, registrations: RegistrationBatcher, metrics: RequestMetrics,
     verifier: UserTokenVerifier, adminToken: String?, deadline: DatabaseDeadline,
     logger: Logger
 ) throws -> Router<APIRequestContext> {
@@ -68,13 +72,10 @@ func buildRouter(
     DeviceController(registry: registry, registrations: registrations, deadline: deadline)
         .addRoutes(to: router.group("push/devices").add(middleware: AppUserAuthenticator(verifier: verifier, knownApps: knownApps)))
     let admin = AdminAuthenticator(token: adminToken)
-    AdminController(
-        jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
-        deadline: deadline
-    )
-    .addRoutes(
-        notifications: router.group("push/notifications").add(middleware: admin),
-        admin: router.group("admin").add(middleware: admin))
+    AdminController(jobs: { JobDirectory(client: client, logger: $0) }, audit: audit, deadline: deadline)
+        .addRoutes(
+            notifications: router.group("push/notifications").add(middleware: admin),
+            admin: router.group("admin").add(middleware: admin))
     // The console exists only with an admin token: without one, /console is an unknown path.
     if let adminToken {
         ConsoleController(

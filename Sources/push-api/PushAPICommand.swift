@@ -18,7 +18,8 @@ struct PushAPICommand: AsyncParsableCommand {
         abstract: "The device registration API and service endpoints.",
         discussion: """
             Configuration comes from the environment: DATABASE_URL (required; ?pooler=transaction behind a pooler \
-            in transaction mode), JWT_SECRET (HS256, at \
+            in transaction mode), DATABASE_READ_URL (a streaming standby the admin API's and the console's audit is \
+            read from; writes stay on DATABASE_URL), JWT_SECRET (HS256, at \
             least 32 bytes) and/or JWT_PUBLIC_KEY_FILE (RSA or EC P-256 PEM), JWT_ISSUER, JWT_AUDIENCE, \
             PUSH_ADMIN_TOKEN (bearer token of the service/admin endpoints, at least 16 characters; unset: \
             they answer 404), API_HOST (default 127.0.0.1), API_PORT (default 8080), LOG_LEVEL (default info), \
@@ -47,6 +48,7 @@ struct PushAPICommand: AsyncParsableCommand {
             let app = try await buildApplication(configuration, logger: logger)
             // After every setting is checked: a configuration mistake is reported without a 5 s wait.
             try await DatabaseReachability.verify(url: configuration.databaseURL, logger: logger)
+            if let readURL = configuration.readDatabaseURL { try await DatabaseReachability.verify(url: readURL, logger: logger) }
             try await ProgramStartup.listening(on: configuration.host, port: configuration.port, setting: "API_PORT") {
                 try await app.runService()
             }

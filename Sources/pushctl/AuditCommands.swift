@@ -12,7 +12,7 @@ struct Deliveries: AsyncParsableCommand {
         abstract: "The delivery audit log, newest first, tokens masked.",
         discussion: "Rows stream as they are read: a whole campaign's log can be exported without holding it in memory.")
 
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var database: AuditDatabaseOptions
     @Option(help: "Only this job's deliveries.") var job: Int64?
     @Option(help: "Only this user's deliveries.") var user: Int64?
     @Option(help: "Only this app's deliveries (app code).") var app: String?
@@ -30,8 +30,8 @@ struct Deliveries: AsyncParsableCommand {
             }
             let filter = DeliveryFilter(jobID: job, userID: user, appCode: app, status: status, since: since)
             var output = DeliveryWriter(format: format)
-            try await withDatabase(database) { client, logger in
-                try await DeliveryLog(client: client, logger: logger).each(filter, limit: limit) { try output.write($0) }
+            try await withAuditDatabase(database) { source, logger in
+                try await DeliveryLog(client: source.client, logger: logger).each(filter, limit: limit) { try output.write($0) }
             }
             output.finish()
         }
@@ -103,7 +103,7 @@ struct DeliveryWriter {
 struct Devices: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "An app's devices (one user's with --user), tokens masked.")
 
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var database: AuditDatabaseOptions
     @Option(help: "App code.") var app: String
     @Option(help: "Only this user's devices.") var user: Int64?
     @Option(help: "At most this many, active and most recently used first.") var limit = 1000
@@ -111,11 +111,12 @@ struct Devices: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors {
             guard limit >= 1 else { throw CLIError("--limit must be at least 1") }
-            let devices = try await withDatabase(database) { client, logger in
-                guard let found = try await AppDirectory(client: client, logger: logger).app(code: app) else {
+            let devices = try await withAuditDatabase(database) { source, logger in
+                guard let found = try await AppDirectory(client: source.client, logger: logger).app(code: app) else {
                     throw CLIError("no app with code '\(app)' (see pushctl app list)")
                 }
-                return try await DeviceDirectory(client: client).devices(appID: found.id, userID: user, limit: limit, logger: logger)
+                return try await DeviceDirectory(client: source.client).devices(
+                    appID: found.id, userID: user, limit: limit, logger: logger)
             }
             guard !devices.isEmpty else {
                 print(user.map { "user \($0) has no devices in \(app)" } ?? "\(app) has no devices")

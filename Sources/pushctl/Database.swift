@@ -1,4 +1,5 @@
 import DeviceRegistry
+import Foundation
 import Logging
 import PostgresNIO
 import ServiceSupport
@@ -6,14 +7,34 @@ import ServiceSupport
 /// Runs `body` with a connected client: the client's run loop lives in a child task for exactly
 /// as long as the command needs it. An unreachable database is reported in one line.
 func withDatabase<T: Sendable>(_ options: DatabaseOptions, _ body: (PostgresClient, Logger) async throws -> T) async throws -> T {
-    let url = try options.resolvedURL()
+    try await withDatabase(url: try options.resolvedURL(), setting: "DATABASE_URL", logger: try options.logger(), body)
+}
+
+/// Runs `body` with the audit's source: the standby of `--database-read-url` or
+/// DATABASE_READ_URL when given (its lag written to stderr first, so that stdout stays the
+/// listing), else the primary.
+func withAuditDatabase<T: Sendable>(_ options: AuditDatabaseOptions, _ body: (AuditSource, Logger) async throws -> T) async throws -> T {
+    guard let readURL = options.resolvedReadURL() else {
+        return try await withDatabase(options.database) { client, logger in try await body(.primary(client), logger) }
+    }
+    return try await withDatabase(url: readURL, setting: "DATABASE_READ_URL", logger: try options.database.logger()) { client, logger in
+        let source = AuditSource.replica(client)
+        if let lag = try await source.lag(logger: logger) {
+            FileHandle.standardError.write(Data("pushctl: read from the standby (DATABASE_READ_URL): \(lag)\n".utf8))
+        }
+        return try await body(source, logger)
+    }
+}
+
+private func withDatabase<T: Sendable>(
+    url: String, setting: String, logger: Logger, _ body: (PostgresClient, Logger) async throws -> T
+) async throws -> T {
     let configuration: PostgresClient.Configuration
     do {
         configuration = try DatabaseConfiguration.parse(url)
     } catch let error as DatabaseURLError {
-        throw CLIError(error.description)
+        throw CLIError("\(setting): \(error.reason)")
     }
-    let logger = try options.logger()
     do {
         try await DatabaseReachability.verify(url: url, logger: logger)
     } catch {

@@ -10,7 +10,11 @@ struct PushCTL: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushctl",
         abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, the delivery audit, devices, pruning.",
-        discussion: "Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default info).",
+        discussion: """
+            Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default info); \
+            jobs, job, deliveries and devices read from DATABASE_READ_URL (or --database-read-url), a streaming \
+            standby, when it is set.
+            """,
         subcommands: [
             Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Deliveries.self,
             Devices.self, Prune.self,
@@ -37,6 +41,22 @@ struct DatabaseOptions: ParsableArguments {
         if let logLevel { environment["LOG_LEVEL"] = logLevel }
         let level = try EnvironmentSettings(environment, declared: ["LOG_LEVEL"]).logLevel()
         return Logger(label: "pushctl") { StandardErrorLogHandler(label: $0, level: level ?? .info) }
+    }
+}
+
+/// The audit commands' options: the database's, and a standby to read from instead.
+struct AuditDatabaseOptions: ParsableArguments {
+    @OptionGroup var database: DatabaseOptions
+
+    @Option(
+        name: .customLong("database-read-url"),
+        help: "A streaming standby to read from, its lag shown on stderr (default: DATABASE_READ_URL; unset: the primary).")
+    var databaseReadURL: String?
+
+    func resolvedReadURL() -> String? {
+        if let databaseReadURL, !databaseReadURL.isEmpty { return databaseReadURL }
+        if let value = ProcessInfo.processInfo.environment["DATABASE_READ_URL"], !value.isEmpty { return value }
+        return nil
     }
 }
 

@@ -130,7 +130,7 @@ struct Campaign: AsyncParsableCommand {
 struct Jobs: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List recent jobs with their delivery counts.")
 
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var database: AuditDatabaseOptions
     @Option(help: "Only jobs in this status (queued, running, completed, failed, cancelled).") var status: String?
     @Option(help: "How many, newest first.") var limit = 50
 
@@ -140,8 +140,8 @@ struct Jobs: AsyncParsableCommand {
             guard JobDirectory.listLimits.contains(Int64(limit)) else {
                 throw CLIError("--limit must be \(JobDirectory.listLimits.lowerBound) to \(JobDirectory.listLimits.upperBound)")
             }
-            let jobs = try await withDatabase(database) { client, logger in
-                try await JobDirectory(client: client, logger: logger).list(status: status, limit: limit)
+            let jobs = try await withAuditDatabase(database) { source, logger in
+                try await JobDirectory(client: source.client, logger: logger).list(status: status, limit: limit)
             }
             print(
                 TextTable.render(
@@ -174,7 +174,7 @@ struct Job: AsyncParsableCommand {
             completed, 1 when it failed or was cancelled.
             """)
 
-    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var database: AuditDatabaseOptions
     @Argument(help: "The job id.") var id: Int64
     @Flag(help: "Follow the job until it finishes.") var watch = false
     @Option(help: "Seconds between looks while watching.") var interval: Double = 1
@@ -182,9 +182,12 @@ struct Job: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors {
             guard interval > 0 else { throw CLIError("--interval must be positive") }
-            let finished = try await withDatabase(database) { client, logger in
-                let jobs = JobDirectory(client: client, logger: logger)
-                guard var job = try await jobs.job(id) else { throw CLIError("no job \(id)") }
+            let finished = try await withAuditDatabase(database) { source, logger in
+                let jobs = JobDirectory(client: source.client, logger: logger)
+                guard var job = try await jobs.job(id) else {
+                    guard case .replica = source else { throw CLIError("no job \(id)") }
+                    throw CLIError("no job \(id) on the standby (DATABASE_READ_URL): one queued a moment ago may not have reached it yet")
+                }
                 guard watch else {
                     print(JobReport.text(job))
                     return job

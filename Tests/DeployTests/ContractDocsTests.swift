@@ -111,7 +111,7 @@ import Yams
         let logger = Logger(label: "contract-docs")
         let client = try unconnectedClient(logger: logger)
         let router = try buildRouter(
-            client: client, registry: DeviceDirectory(client: client),
+            client: client, audit: .primary(client), registry: DeviceDirectory(client: client),
             registrations: RegistrationBatcher(registry: DeviceDirectory(client: client), lanes: 1, deadline: .seconds(1), logger: logger),
             metrics: RequestMetrics(registry: PrometheusCollectorRegistry()),
             verifier: try await UserTokenVerifier(.init(hmacSecret: String(repeating: "k", count: 32))),

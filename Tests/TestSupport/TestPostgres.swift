@@ -130,7 +130,7 @@ public final class LocalCluster: Sendable {
     let root: String
     let runAs: String?
 
-    private init(port: Int, binaries: String, root: String, runAs: String?) {
+    init(port: Int, binaries: String, root: String, runAs: String?) {
         self.port = port
         self.binaries = binaries
         self.root = root
@@ -164,7 +164,7 @@ public final class LocalCluster: Sendable {
         return cluster
     }
 
-    private func startServer() throws {
+    func startServer() throws {
         let options =
             "-p \(port) -k \(root)/run -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB"
         try Self.run(

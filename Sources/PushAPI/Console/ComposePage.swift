@@ -207,9 +207,9 @@ extension ConsoleController {
 
     @Sendable func composeForm(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
-        let query = try ConsoleQuery(request, allowed: ["app"])
+        let query = try QueryParameters(request, allowed: ["app"], empty: .meansAny)
         var form = ComposeForm()
-        form.appCode = query["app"] ?? ""
+        form.appCode = query.string("app") ?? ""
         let apps = try await deadline.run { try await AppDirectory(client: client, logger: context.logger).list() }
         return composePage(form, session: session, apps: apps)
     }
@@ -218,9 +218,7 @@ extension ConsoleController {
         let (session, fields) = try await signedInForm(request)
         let form = ComposeForm(fields)
         let apps = try await deadline.run { try await AppDirectory(client: client, logger: context.logger).list() }
-        let admin = AdminController(
-            jobs: { JobDirectory(client: client, logger: $0) }, deliveries: { DeliveryLog(client: client, logger: $0) },
-            deadline: deadline)
+        let admin = AdminController(jobs: { JobDirectory(client: client, logger: $0) }, audit: .primary(client), deadline: deadline)
         do {
             let notification: AdminController.NotificationRequest
             do {

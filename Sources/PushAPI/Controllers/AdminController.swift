@@ -9,8 +9,11 @@ import WireFormats
 /// progress and cancellation, and the delivery audit log. They read and write the same rows
 /// as the worker and pushctl, through the same `JobDirectory` and `DeliveryLog`.
 struct AdminController {
+    /// Queueing and cancelling, on the primary.
     let jobs: @Sendable (Logger) -> JobDirectory
-    let deliveries: @Sendable (Logger) -> DeliveryLog
+    /// Where the GET endpoints read (a standby with DATABASE_READ_URL); a listing read from a
+    /// standby says how far behind it is (`replicaLagSeconds`).
+    let audit: AuditSource
     let deadline: DatabaseDeadline
 
     func addRoutes(notifications: RouterGroup<APIRequestContext>, admin: RouterGroup<APIRequestContext>) {
@@ -172,21 +175,41 @@ struct AdminController {
 
     struct JobList: Encodable {
         let jobs: [JobSummary]
+        let replicaLag: ReplicaLag?
+
+        enum CodingKeys: String, CodingKey { case jobs, replicaLagSeconds }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(jobs, forKey: .jobs)
+            try container.encodeReplicaLag(replicaLag, forKey: .replicaLagSeconds)
+        }
     }
 
     @Sendable func listJobs(_ request: Request, context: APIRequestContext) async throws -> Response {
         let query = try QueryParameters(request, allowed: ["status", "limit"])
         let status = try query.oneOf("status", JobStatus.self)
         let limit = try query.integer("limit", in: JobDirectory.listLimits) ?? 50
-        let jobs = self.jobs(context.logger)
-        let found = try await deadline.run { try await jobs.list(status: status, limit: Int(limit)) }
-        return JSONBody.response(JobList(jobs: found))
+        let (audit, logger) = (self.audit, context.logger)
+        let (found, lag) = try await deadline.run {
+            async let lag = audit.lag(logger: logger)
+            let found = try await JobDirectory(client: audit.client, logger: logger).list(status: status, limit: Int(limit))
+            return (found, try await lag)
+        }
+        return JSONBody.response(JobList(jobs: found, replicaLag: lag))
     }
 
+    /// From the audit's server; a job queued a moment ago that a standby has not replayed yet
+    /// is read from the primary rather than answered 404.
     @Sendable func job(_ request: Request, context: APIRequestContext) async throws -> Response {
         let id = try Self.jobID(context)
-        let jobs = self.jobs(context.logger)
-        guard let job = try await deadline.run({ try await jobs.job(id) }) else { throw APIError.notFound("job \(id) not found") }
+        let (audit, primary) = (JobDirectory(client: self.audit.client, logger: context.logger), self.jobs(context.logger))
+        let readsReplica = if case .replica = self.audit { true } else { false }
+        let found: JobSummary? = try await deadline.run {
+            if let job = try await audit.job(id) { return job }
+            return readsReplica ? try await primary.job(id) : nil
+        }
+        guard let job = found else { throw APIError.notFound("job \(id) not found") }
         return JSONBody.response(job)
     }
 
@@ -219,13 +242,15 @@ struct AdminController {
         let deliveries: [DeliveryRecord]
         /// Pass as `cursor` for the next (older) page; null on the last page.
         let nextCursor: String?
+        let replicaLag: ReplicaLag?
 
-        enum CodingKeys: String, CodingKey { case deliveries, nextCursor }
+        enum CodingKeys: String, CodingKey { case deliveries, nextCursor, replicaLagSeconds }
 
         func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(deliveries, forKey: .deliveries)
             try container.encode(nextCursor, forKey: .nextCursor)
+            try container.encodeReplicaLag(replicaLag, forKey: .replicaLagSeconds)
         }
     }
 
@@ -237,54 +262,24 @@ struct AdminController {
             since: try query.time("since"))
         let limit = try query.integer("limit", in: 1...1000) ?? 100
         let cursor = try query.integer("cursor", in: 1...Int64.max, message: "cursor must be a nextCursor this endpoint returned")
-        let log = deliveries(context.logger)
-        let page = try await deadline.run { try await log.page(filter, below: cursor, limit: Int(limit)) }
+        let (audit, logger) = (self.audit, context.logger)
+        let (page, lag) = try await deadline.run {
+            async let lag = audit.lag(logger: logger)
+            let page = try await DeliveryLog(client: audit.client, logger: logger).page(filter, below: cursor, limit: Int(limit))
+            return (page, try await lag)
+        }
         return JSONBody.response(
             DeliveryPage(
                 deliveries: page.deliveries,
-                nextCursor: page.nextCursor.map(String.init)))
+                nextCursor: page.nextCursor.map(String.init), replicaLag: lag))
     }
 }
 
-/// A query string read strictly: unknown or repeated parameters are errors naming the parameter,
-/// so a typo (`job_id=`) never widens an audit query to everything.
-struct QueryParameters {
-    private var values: [String: String] = [:]
-
-    init(_ request: Request, allowed: Set<String>) throws {
-        for (key, value) in request.uri.queryParameters {
-            let name = String(key)
-            guard allowed.contains(name) else {
-                throw APIError.validation("unknown query parameter \(name); expected one of \(allowed.sorted().joined(separator: ", "))")
-            }
-            guard values[name] == nil else { throw APIError.validation("\(name) is given twice") }
-            // Present but empty (`?jobId=` from an unset shell variable) must not mean "any job".
-            guard !value.isEmpty else { throw APIError.validation("\(name) is empty; leave it out to not filter") }
-            guard !value.contains("\u{0}") else { throw APIError.validation("\(name) must not contain NUL characters") }
-            values[name] = String(value)
-        }
-    }
-
-    func string(_ name: String) -> String? {
-        values[name]
-    }
-
-    func integer(_ name: String, in range: ClosedRange<Int64>, message: String? = nil) throws -> Int64? {
-        guard let text = string(name) else { return nil }
-        guard let number = Int64(text), range.contains(number) else {
-            throw APIError.validation(message ?? "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
-        }
-        return number
-    }
-
-    func oneOf<Value: TextColumnEnum>(_ name: String, _ type: Value.Type) throws -> Value? {
-        guard let text = string(name) else { return nil }
-        guard let value = Value(rawValue: text) else { throw APIError.validation("\(name) must be one of \(Value.choiceList)") }
-        return value
-    }
-
-    func time(_ name: String) throws -> Date? {
-        guard let text = string(name) else { return nil }
-        do { return try ISO8601Time.parse(text, field: name) } catch { throw APIError.validation("\(error)") }
+extension KeyedEncodingContainer {
+    /// Read from a standby: its lag in seconds (0 caught up, null unknown); from the primary:
+    /// nothing, so a response without a read URL is what it always was.
+    mutating func encodeReplicaLag(_ lag: ReplicaLag?, forKey key: Key) throws {
+        guard let lag else { return }
+        try encode(lag.seconds, forKey: key)
     }
 }
