@@ -54,16 +54,16 @@ extension ConsoleController {
 
     @Sendable func apps(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
-        let query = try ConsoleQuery(request, allowed: ["added", "updated", "rate"])
+        let query = try QueryParameters(request, allowed: ["added", "updated", "rate"], empty: .meansAny)
         let directory = AppDirectory(client: client, logger: context.logger)
         let known = try await deadline.run { try await directory.list() }
         // Only a code of an existing app is echoed: a crafted link cannot put words on the page.
         let notice: String? =
-            if let code = query["added"], known.contains(where: { $0.code == code }) {
+            if let code = query.string("added"), known.contains(where: { $0.code == code }) {
                 "App \(code) added."
-            } else if let code = query["updated"], let app = known.first(where: { $0.code == code }) {
+            } else if let code = query.string("updated"), let app = known.first(where: { $0.code == code }) {
                 "Credentials of \(code) set: \(app.fcmClientEmail ?? "?") (project \(app.fcmProjectID ?? "?"))."
-            } else if let code = query["rate"], let app = known.first(where: { $0.code == code }) {
+            } else if let code = query.string("rate"), let app = known.first(where: { $0.code == code }) {
                 "Send rate of \(code): \(Self.rateText(app))."
             } else {
                 nil

@@ -231,9 +231,9 @@ struct ConsoleController {
 
     @Sendable func jobs(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
-        let query = try ConsoleQuery(request, allowed: ["app", "status", "kind", "priority", "before"])
+        let query = try QueryParameters(request, allowed: ["app", "status", "kind", "priority", "before"], empty: .meansAny)
         let filter = JobFilter(
-            appCode: query["app"], status: try query.oneOf("status", JobStatus.self),
+            appCode: query.string("app"), status: try query.oneOf("status", JobStatus.self),
             kind: try query.oneOf("kind", JobKind.self), priority: try query.oneOf("priority", JobPriority.self))
         let before = try query.positiveInteger("before")
         let (jobs, apps) = (JobDirectory(client: client, logger: context.logger), AppDirectory(client: client, logger: context.logger))

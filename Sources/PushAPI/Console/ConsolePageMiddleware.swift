@@ -21,6 +21,8 @@ struct ConsolePageMiddleware: RouterMiddleware {
             } else {
                 response = pages.error(status: error.status, message: error.message)
             }
+        } catch let error as QueryProblem {
+            response = pages.error(status: .badRequest, message: error.description)
         } catch let error as APIError {
             response = pages.error(status: error.status, message: error.message)
         } catch {

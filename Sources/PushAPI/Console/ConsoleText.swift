@@ -33,37 +33,3 @@ enum ConsoleText {
         }.joined(separator: "&")
     }
 }
-
-/// A console page's query string: unknown or repeated parameters are refused as the admin API
-/// refuses them, but an empty value means "any", since that is what a form's blank choice sends.
-struct ConsoleQuery {
-    private var values: [String: String] = [:]
-
-    init(_ request: Request, allowed: Set<String>) throws(ConsoleError) {
-        for (key, value) in request.uri.queryParameters {
-            let name = String(key)
-            guard allowed.contains(name) else {
-                throw .badRequest("unknown query parameter \(name); expected one of \(allowed.sorted().joined(separator: ", "))")
-            }
-            guard values[name] == nil else { throw .badRequest("\(name) is given twice") }
-            if !value.isEmpty { values[name] = String(value) }
-        }
-    }
-
-    subscript(_ name: String) -> String? { values[name] }
-
-    func oneOf<Value: RawRepresentable & CaseIterable>(_ name: String, _ type: Value.Type) throws(ConsoleError) -> Value?
-    where Value.RawValue == String {
-        guard let text = values[name] else { return nil }
-        guard let value = Value(rawValue: text) else {
-            throw .badRequest("\(name) must be one of \(Value.allCases.map(\.rawValue).joined(separator: ", "))")
-        }
-        return value
-    }
-
-    func positiveInteger(_ name: String) throws(ConsoleError) -> Int64? {
-        guard let text = values[name] else { return nil }
-        guard let number = Int64(text), number > 0 else { throw .badRequest("\(name) must be a positive integer") }
-        return number
-    }
-}

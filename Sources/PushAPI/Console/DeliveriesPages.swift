@@ -73,16 +73,13 @@ extension ConsoleController {
         let before: Int64?
         let sinceText: String?
 
-        init(_ request: Request, paged: Bool) throws(ConsoleError) {
-            let query = try ConsoleQuery(request, allowed: paged ? Self.filterNames.union(["before"]) : Self.filterNames)
-            sinceText = query["since"]
-            var since: Date?
-            if let sinceText {
-                do { since = try ISO8601Time.parse(sinceText, field: "since") } catch { throw .badRequest(error.description) }
-            }
+        init(_ request: Request, paged: Bool) throws(QueryProblem) {
+            let query = try QueryParameters(
+                request, allowed: paged ? Self.filterNames.union(["before"]) : Self.filterNames, empty: .meansAny)
+            sinceText = query.string("since")
             filter = DeliveryFilter(
                 jobID: try query.positiveInteger("job"), userID: try query.positiveInteger("user"),
-                appCode: query["app"], status: try query.oneOf("status", DeliveryStatus.self), since: since)
+                appCode: query.string("app"), status: try query.oneOf("status", DeliveryStatus.self), since: try query.time("since"))
             before = paged ? try query.positiveInteger("before") : nil
         }
 

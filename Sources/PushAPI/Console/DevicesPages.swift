@@ -69,8 +69,8 @@ extension ConsoleController {
 
     @Sendable func devices(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
-        let query = try ConsoleQuery(request, allowed: ["app", "user", "before"])
-        let (appCode, userText) = (query["app"], query["user"])
+        let query = try QueryParameters(request, allowed: ["app", "user", "before"], empty: .meansAny)
+        let (appCode, userText) = (query.string("app"), query.string("user"))
         let before = try query.positiveInteger("before")
         let directory = AppDirectory(client: client, logger: context.logger)
         let known = try await deadline.run { try await directory.list() }

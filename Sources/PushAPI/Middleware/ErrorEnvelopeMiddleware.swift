@@ -12,6 +12,8 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             return error.response()
+        } catch let error as QueryProblem {
+            return APIError.validation(error.description).response()
         } catch let error as HTTPError {
             return Self.envelope(for: error.status, message: error.body).response()
         } catch let error as any HTTPResponseError {
