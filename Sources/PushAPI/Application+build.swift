@@ -79,7 +79,7 @@ func buildRouter(
     // The console exists only with an admin token: without one, /console is an unknown path.
     if let adminToken {
         ConsoleController(
-            client: client, sessions: ConsoleSessions(adminToken: adminToken), throttle: SignInThrottle(),
+            client: client, audit: audit, sessions: ConsoleSessions(adminToken: adminToken), throttle: SignInThrottle(),
             pages: try ConsolePages(), deadline: deadline
         )
         .addRoutes(to: router.group("console"))

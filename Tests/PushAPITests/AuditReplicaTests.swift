@@ -56,6 +56,44 @@ struct AuditReplicaTests {
         }
     }
 
+    /// The console lists from the standby and says so on its overview, with the lag; a job
+    /// composed a moment ago that the standby has not replayed opens from the primary.
+    @Test func theConsoleReadsTheStandbyAndItsOverviewShowsTheLag() async throws {
+        try await ReplicatedDatabase.with { database in
+            let configuration = APIConfiguration(
+                databaseURL: database.primaryURL, port: 0, jwt: .init(hmacSecret: TokenMint.secret),
+                adminToken: ConsoleBrowser.adminToken, readDatabaseURL: database.standbyURL)
+            let app = try await buildApplication(configuration, logger: apiLogger)
+            try await app.test(.router) { client in
+                var browser = ConsoleBrowser()
+                _ = try await browser.signIn(client)
+                let idle = try await browser.get(client, "/console").text
+                #expect(idle.contains("These pages are read from the standby (DATABASE_READ_URL): no lag."), "\(idle)")
+
+                try await database.pauseReplay()
+                let queued = try await client.send(
+                    .post, "/push/notifications", token: ConsoleBrowser.adminToken,
+                    json: #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"Replicated"}}}"#)
+                let job = try #require((queued.json["jobId"] as? NSNumber)?.int64Value)
+                let overview = try await poll { () -> String? in
+                    let page = try await browser.get(client, "/console").text
+                    return page.contains(" s behind.") ? page : nil
+                }
+                #expect(overview.contains("read from the standby (DATABASE_READ_URL): "))
+                let listing = try await browser.get(client, "/console/jobs").text
+                #expect(!listing.contains("/console/jobs/\(job)\""), "the standby has not applied it")
+                let page = try await browser.get(client, "/console/jobs/\(job)")
+                #expect(page.status == .ok && page.text.contains("Replicated"), "\(page.text)")
+
+                try await database.resumeReplay()
+                _ = try await poll { () -> String? in
+                    let listing = try await browser.get(client, "/console/jobs").text
+                    return listing.contains("/console/jobs/\(job)\"") ? listing : nil
+                }
+            }
+        }
+    }
+
     /// Without DATABASE_READ_URL the listings are read from the primary and say nothing of a
     /// replica: the responses are what they were before the setting existed.
     @Test func withoutAReadURLTheListingsHaveNoLag() async throws {

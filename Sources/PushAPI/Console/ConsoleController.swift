@@ -9,7 +9,11 @@ import ServiceSupport
 /// The admin console under `/console`: server-rendered pages over the same stores as the admin
 /// API, behind a sign-in with `PUSH_ADMIN_TOKEN`. Mounted only when that token is set.
 struct ConsoleController {
+    /// Forms that change something (cancel, compose, apps) and what they show, on the primary.
     let client: PostgresClient
+    /// What the pages list (overview, jobs, a job, deliveries, devices): the primary or a
+    /// standby (DATABASE_READ_URL), whose lag the overview shows.
+    let audit: AuditSource
     let sessions: ConsoleSessions
     let throttle: SignInThrottle
     let pages: ConsolePages
@@ -144,13 +148,20 @@ struct ConsoleController {
 
         let chrome: PageChrome
         let apps: [AppCard]
+        /// "no lag", "2.4 s behind": only when the pages are read from a standby.
+        let hasReplica: Bool
+        let replicaLag: String
     }
 
     @Sendable func overview(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
-        let report = OverviewReport(client: client, logger: context.logger)
+        let (report, audit, logger) = (OverviewReport(client: audit.client, logger: context.logger), self.audit, context.logger)
         let now = Date()
-        let activity = try await deadline.run { try await report.activity(now: now) }
+        let (activity, lag) = try await deadline.run {
+            async let lag = audit.lag(logger: logger)
+            let activity = try await report.activity(now: now)
+            return (activity, try await lag)
+        }
         let cards = activity.map { line in
             return OverviewView.AppCard(
                 appID: line.app.id, appCode: line.app.code, appName: line.app.name, hasCredentials: line.app.hasCredentials,
@@ -163,7 +174,8 @@ struct ConsoleController {
         return pages.page(
             "overview",
             OverviewView(
-                chrome: PageChrome(title: "Overview", csrf: sessions.csrfToken(for: session), section: .overview), apps: cards))
+                chrome: PageChrome(title: "Overview", csrf: sessions.csrfToken(for: session), section: .overview), apps: cards,
+                hasReplica: lag != nil, replicaLag: lag.map(String.init(describing:)) ?? ""))
     }
 
     // MARK: jobs
@@ -236,7 +248,9 @@ struct ConsoleController {
             appCode: query.string("app"), status: try query.oneOf("status", JobStatus.self),
             kind: try query.oneOf("kind", JobKind.self), priority: try query.oneOf("priority", JobPriority.self))
         let before = try query.positiveInteger("before")
-        let (jobs, apps) = (JobDirectory(client: client, logger: context.logger), AppDirectory(client: client, logger: context.logger))
+        let (jobs, apps) = (
+            JobDirectory(client: audit.client, logger: context.logger), AppDirectory(client: audit.client, logger: context.logger)
+        )
         let (found, known) = try await deadline.run {
             (try await jobs.list(filter, below: before, limit: Self.jobsPageSize + 1), try await apps.list())
         }
@@ -326,9 +340,13 @@ struct ConsoleController {
     @Sendable func job(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
         let id = try Self.jobID(context)
-        let (jobs, log) = (JobDirectory(client: client, logger: context.logger), DeliveryLog(client: client, logger: context.logger))
-        let report = JobSendsReport(client: client, logger: context.logger)
-        let read = try await deadline.run { () -> (JobSummary, JobContent, [JobOutcome], DeliveryLog.Page, JobSends)? in
+        let logger = context.logger
+        typealias JobRead = (JobSummary, JobContent, [JobOutcome], DeliveryLog.Page, JobSends)
+        @Sendable func readJob(from client: PostgresClient) async throws -> JobRead? {
+            let (jobs, log, report) = (
+                JobDirectory(client: client, logger: logger), DeliveryLog(client: client, logger: logger),
+                JobSendsReport(client: client, logger: logger)
+            )
             guard let summary = try await jobs.job(id), let content = try await jobs.content(id),
                 let sends = try await report.sends(job: id)
             else { return nil }
@@ -336,6 +354,13 @@ struct ConsoleController {
                 summary, content, try await jobs.outcomes(id),
                 try await log.page(DeliveryFilter(jobID: id, status: .failed), below: nil, limit: Self.failuresShown), sends
             )
+        }
+        // A job just composed that the standby has not replayed yet is read from the primary.
+        let (audit, primary) = (self.audit, client)
+        let read: JobRead? = try await deadline.run {
+            if let found = try await readJob(from: audit.client) { return found }
+            guard case .replica = audit else { return nil }
+            return try await readJob(from: primary)
         }
         guard let (summary, content, outcomes, failures, sends) = read else { throw ConsoleError.notFound("There is no job #\(id).") }
         let audience: String =

@@ -95,7 +95,9 @@ extension ConsoleController {
     @Sendable func deliveries(_ request: Request, context: APIRequestContext) async throws -> Response {
         let session = try signedIn(request)
         let query = try DeliveriesQuery(request, paged: true)
-        let (log, apps) = (DeliveryLog(client: client, logger: context.logger), AppDirectory(client: client, logger: context.logger))
+        let (log, apps) = (
+            DeliveryLog(client: audit.client, logger: context.logger), AppDirectory(client: audit.client, logger: context.logger)
+        )
         let (page, known) = try await deadline.run {
             (try await log.page(query.filter, below: query.before, limit: Self.deliveriesPageSize), try await apps.list())
         }
@@ -122,10 +124,10 @@ extension ConsoleController {
     @Sendable func deliveriesCSV(_ request: Request, context: APIRequestContext) async throws -> Response {
         _ = try signedIn(request)
         let query = try DeliveriesQuery(request, paged: false)
-        let log = DeliveryLog(client: client, logger: context.logger)
+        let log = DeliveryLog(client: audit.client, logger: context.logger)
         // Once the 200 has gone out an error can only cut the download short: ask the database
         // first, so that one that does not answer is a 503 page instead.
-        let apps = AppDirectory(client: client, logger: context.logger)
+        let apps = AppDirectory(client: audit.client, logger: context.logger)
         _ = try await deadline.run { try await apps.list() }
         let filter = query.filter
         let logger = context.logger

@@ -72,7 +72,7 @@ extension ConsoleController {
         let query = try QueryParameters(request, allowed: ["app", "user", "before"], empty: .meansAny)
         let (appCode, userText) = (query.string("app"), query.string("user"))
         let before = try query.positiveInteger("before")
-        let directory = AppDirectory(client: client, logger: context.logger)
+        let directory = AppDirectory(client: audit.client, logger: context.logger)
         let known = try await deadline.run { try await directory.list() }
         let chrome = PageChrome(title: "Devices", csrf: sessions.csrfToken(for: session), section: .devices)
         let appOptions = known.map { Option(value: $0.code, label: $0.code, selected: $0.code == appCode) }
@@ -93,7 +93,9 @@ extension ConsoleController {
                 status: asked ? .badRequest : .ok)
         }
 
-        let (registry, log, logger) = (DeviceDirectory(client: client), DeliveryLog(client: client, logger: context.logger), context.logger)
+        let (registry, log, logger) = (
+            DeviceDirectory(client: audit.client), DeliveryLog(client: audit.client, logger: context.logger), context.logger
+        )
         let (page, recent) = try await deadline.run { () -> (DeviceDirectory.Page, [Int64: [DeliveryRecord]]) in
             let page = try await registry.page(appID: app.id, userID: user, below: before, limit: Self.devicesPageSize, logger: logger)
             var recent: [Int64: [DeliveryRecord]] = [:]
