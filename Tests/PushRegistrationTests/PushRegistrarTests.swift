@@ -355,13 +355,13 @@ struct PushRegistrarTests {
     func unavailableThenRecovered() async throws {
         let cluster = try LocalCluster.start()
         defer { cluster.stop() }
-        try await TestPostgres.withClient(url: cluster.url()) { client in
+        _ = try await TestPostgres.withClient(url: cluster.url()) { client in
             try await MigrationRunner.bundled().run(on: client, logger: registrationTestLogger)
         }
         let unstarted = try await PushAPIProcess.on(databaseURL: cluster.url())
         // The cluster commits without waiting for the WAL and stops as a crash would: the app's
         // row is made durable before it goes.
-        try await TestPostgres.withClient(url: cluster.url()) { client in
+        _ = try await TestPostgres.withClient(url: cluster.url()) { client in
             try await client.query("CHECKPOINT", logger: registrationTestLogger)
         }
         try await Self.serving(unstarted) { api in

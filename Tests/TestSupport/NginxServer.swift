@@ -127,7 +127,7 @@ public final class NginxServer: Sendable {
                 let process = try launch(directory: directory)
                 let server = NginxServer(
                     port: port, directory: directory, caFilePath: "\(directory)/ca.pem", options: options, process: process)
-                NginxCleanup.register(server)
+                ExitCleanup.register(server)
                 if try await server.waitUntilAccepting() { return server }
                 let log = server.errorLog
                 if attempt < 3 && log.contains("Address already in use") { continue }
@@ -357,32 +357,6 @@ public final class NginxServer: Sendable {
     }
 }
 
-/// Stops every nginx the tests left running when the test process exits.
-enum NginxCleanup {
-    private static let servers = Mutex<[NginxServer]>([])
-
-    static func register(_ server: NginxServer) {
-        let first = servers.withLock { list in
-            list.append(server)
-            return list.count == 1
-        }
-        if first {
-            atexit {
-                for server in NginxCleanup.servers.withLock({ $0 }) where server.isRunning {
-                    server.stopAtExit()
-                }
-            }
-        }
-    }
-}
-
-extension NginxServer {
-    /// SIGTERM rather than SIGKILL first: the master stops its workers, which a killed master
-    /// would leave behind holding the port.
-    fileprivate func stopAtExit() {
-        kill(process.processIdentifier, SIGTERM)
-        for _ in 0..<150 where process.isRunning { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        removeFiles()
-    }
+extension NginxServer: ChildServer {
+    var childProcess: Process { process }
 }

@@ -94,7 +94,7 @@ public final class PgBouncer: Sendable {
                 if let runAs { try LocalCluster.run("/bin/chown", ["-R", runAs, directory]) }
                 let bouncer = PgBouncer(
                     port: port, poolSize: poolSize, directory: directory, process: try launch(directory: directory, runAs: runAs))
-                PgBouncerCleanup.register(bouncer)
+                ExitCleanup.register(bouncer)
                 if try await bouncer.waitUntilServing(database) { return bouncer }
                 if attempt < 3 && bouncer.log.contains("Address already in use") { continue }
                 throw Failure(description: "pgbouncer did not start: \(bouncer.log)")
@@ -176,30 +176,6 @@ public final class PgBouncer: Sendable {
     }
 }
 
-/// Stops every PgBouncer the tests left running when the test process exits.
-enum PgBouncerCleanup {
-    private static let bouncers = Mutex<[PgBouncer]>([])
-
-    static func register(_ bouncer: PgBouncer) {
-        let first = bouncers.withLock { list in
-            list.append(bouncer)
-            return list.count == 1
-        }
-        if first {
-            atexit {
-                for bouncer in PgBouncerCleanup.bouncers.withLock({ $0 }) where bouncer.isRunning {
-                    bouncer.stopAtExit()
-                }
-            }
-        }
-    }
-}
-
-extension PgBouncer {
-    fileprivate func stopAtExit() {
-        kill(process.processIdentifier, SIGTERM)
-        for _ in 0..<150 where process.isRunning { usleep(20_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        removeFiles()
-    }
+extension PgBouncer: ChildServer {
+    var childProcess: Process { process }
 }
