@@ -79,7 +79,8 @@ func buildRouter(
     // The console exists only with an admin token: without one, /console is an unknown path.
     if let adminToken {
         ConsoleController(
-            client: client, audit: audit, sessions: ConsoleSessions(adminToken: adminToken), throttle: SignInThrottle(),
+            client: client, audit: audit, sessions: ConsoleSessions(adminToken: adminToken),
+            signOuts: ConsoleSignOuts(client: client, logger: logger), throttle: SignInThrottle(),
             pages: try ConsolePages(), deadline: deadline
         )
         .addRoutes(to: router.group("console"))

@@ -53,7 +53,7 @@ extension ConsoleController {
     }
 
     @Sendable func apps(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let query = try QueryParameters(request, allowed: ["added", "updated", "rate"], empty: .meansAny)
         let directory = AppDirectory(client: client, logger: context.logger)
         let known = try await deadline.run { try await directory.list() }
@@ -122,7 +122,7 @@ extension ConsoleController {
     }
 
     func signedInUpload(_ request: Request) async throws -> (ConsoleSession, UploadForm) {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let form = try await UploadForm.read(request)
         guard sessions.acceptsCSRFToken(form["csrf"], for: session) else { throw ConsoleError.missingCSRFToken }
         return (session, form)

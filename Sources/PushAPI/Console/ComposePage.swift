@@ -206,7 +206,7 @@ extension ConsoleController {
     }
 
     @Sendable func composeForm(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let query = try QueryParameters(request, allowed: ["app"], empty: .meansAny)
         var form = ComposeForm()
         form.appCode = query.string("app") ?? ""

@@ -15,6 +15,7 @@ struct ConsoleController {
     /// standby (DATABASE_READ_URL), whose lag the overview shows.
     let audit: AuditSource
     let sessions: ConsoleSessions
+    let signOuts: ConsoleSignOuts
     let throttle: SignInThrottle
     let pages: ConsolePages
     let deadline: DatabaseDeadline
@@ -37,16 +38,18 @@ struct ConsoleController {
     // MARK: sessions
 
     /// The signed-in session, or `signInRequired` (a GET is then redirected to the form).
-    func signedIn(_ request: Request) throws(ConsoleError) -> ConsoleSession {
+    func signedIn(_ request: Request) async throws -> ConsoleSession {
         guard let value = request.cookies[ConsoleSessions.cookieName]?.value, let session = sessions.session(cookieValue: value) else {
-            throw .signInRequired
+            throw ConsoleError.signInRequired
         }
+        let signOuts = signOuts
+        guard try await !deadline.run({ try await signOuts.contains(session) }) else { throw ConsoleError.signInRequired }
         return session
     }
 
     /// A state-changing form's session, with its CSRF token checked.
     func signedInForm(_ request: Request) async throws -> (ConsoleSession, FormBody) {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let form = try await FormBody.read(request)
         guard sessions.acceptsCSRFToken(form["csrf"], for: session) else { throw ConsoleError.missingCSRFToken }
         return (session, form)
@@ -81,7 +84,7 @@ struct ConsoleController {
     }
 
     @Sendable func signInForm(_ request: Request, context: APIRequestContext) async throws -> Response {
-        if (try? signedIn(request)) != nil { return .redirect(to: "/console") }
+        if (try? await signedIn(request)) != nil { return .redirect(to: "/console") }
         return signInPage(request)
     }
 
@@ -112,7 +115,8 @@ struct ConsoleController {
 
     @Sendable func signOut(_ request: Request, context: APIRequestContext) async throws -> Response {
         let (session, _) = try await signedInForm(request)
-        sessions.end(session)
+        let signOuts = signOuts
+        try await deadline.run { try await signOuts.record(session) }
         var response = Response.redirect(to: "/console/sign-in")
         response.setCookie(Self.cookie(ConsoleSessions.cookieName, "", maxAge: .zero, request: request))
         return response
@@ -154,7 +158,7 @@ struct ConsoleController {
     }
 
     @Sendable func overview(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let (report, audit, logger) = (OverviewReport(client: audit.client, logger: context.logger), self.audit, context.logger)
         let now = Date()
         let (activity, lag) = try await deadline.run {
@@ -242,7 +246,7 @@ struct ConsoleController {
     static let jobsPageSize = 50
 
     @Sendable func jobs(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let query = try QueryParameters(request, allowed: ["app", "status", "kind", "priority", "before"], empty: .meansAny)
         let filter = JobFilter(
             appCode: query.string("app"), status: try query.oneOf("status", JobStatus.self),
@@ -338,7 +342,7 @@ struct ConsoleController {
     static let failuresShown = 10
 
     @Sendable func job(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let id = try Self.jobID(context)
         let logger = context.logger
         typealias JobRead = (JobSummary, JobContent, [JobOutcome], DeliveryLog.Page, JobSends)
@@ -407,7 +411,7 @@ struct ConsoleController {
     }
 
     @Sendable func cancelConfirmation(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let id = try Self.jobID(context)
         let jobs = JobDirectory(client: client, logger: context.logger)
         guard let job = try await deadline.run({ try await jobs.job(id) }) else { throw ConsoleError.notFound("There is no job #\(id).") }

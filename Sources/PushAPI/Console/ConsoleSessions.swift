@@ -11,8 +11,7 @@ struct ConsoleSession: Sendable, Equatable {
 /// The console's session cookies and CSRF tokens, signed with a key derived from
 /// `PUSH_ADMIN_TOKEN`: nothing is stored per session, so every push-api replica accepts the
 /// cookies of the others and a restart signs nobody out, while rotating the admin token ends
-/// every session at once. A signed-out session id is remembered by this process until its
-/// cookie would have expired anyway.
+/// every session at once. Signed-out sessions are kept in the database (``ConsoleSignOuts``).
 final class ConsoleSessions: Sendable {
     static let cookieName = "push_console_session"
     /// Set by the sign-in form's GET, so that its POST can prove it came from our own form.
@@ -23,8 +22,6 @@ final class ConsoleSessions: Sendable {
     private let key: SymmetricKey
     /// SHA-256 of the admin token: two digests of one length compare in constant time.
     private let adminTokenDigest: [UInt8]
-    /// Signed-out sessions and when their cookies expire.
-    private let revoked = Mutex<[String: Date]>([:])
 
     init(adminToken: String) {
         key = HKDF<SHA256>.deriveKey(
@@ -50,25 +47,14 @@ final class ConsoleSessions: Sendable {
         return (ConsoleSession(id: id, expires: expires), payload + "." + sign("session|" + payload))
     }
 
-    /// The session a cookie value carries, when its signature holds, it has not expired and
-    /// was not signed out.
+    /// The session a cookie value carries, when its signature holds and it has not expired.
     func session(cookieValue: String, now: Date = Date()) -> ConsoleSession? {
         let parts = cookieValue.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let seconds = Int64(parts[1]) else { return nil }
         let payload = "\(parts[0]).\(parts[1])"
         guard Self.constantTimeEqual(sign("session|" + payload), String(parts[2])) else { return nil }
         let session = ConsoleSession(id: String(parts[0]), expires: Date(timeIntervalSince1970: TimeInterval(seconds)))
-        guard session.expires > now else { return nil }
-        return revoked.withLock { $0[session.id] == nil } ? session : nil
-    }
-
-    /// Signs the session out in this process: its cookie is refused from now on.
-    func end(_ session: ConsoleSession, now: Date = Date()) {
-        revoked.withLock { revoked in
-            // What has expired is refused by its expiry already: only live sessions are kept.
-            revoked = revoked.filter { $0.value > now }
-            revoked[session.id] = session.expires
-        }
+        return session.expires > now ? session : nil
     }
 
     /// The CSRF token of every state-changing form of a session: bound to the session, so a

@@ -93,7 +93,7 @@ extension ConsoleController {
     }
 
     @Sendable func deliveries(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let query = try DeliveriesQuery(request, paged: true)
         let (log, apps) = (
             DeliveryLog(client: audit.client, logger: context.logger), AppDirectory(client: audit.client, logger: context.logger)
@@ -122,7 +122,7 @@ extension ConsoleController {
     /// sends them (`DeliveryLog.each` into the response body, 64 KiB at a time), so an export of
     /// a million rows holds one chunk and PostgresNIO's bounded row buffer, never the rows.
     @Sendable func deliveriesCSV(_ request: Request, context: APIRequestContext) async throws -> Response {
-        _ = try signedIn(request)
+        _ = try await signedIn(request)
         let query = try DeliveriesQuery(request, paged: false)
         let log = DeliveryLog(client: audit.client, logger: context.logger)
         // Once the 200 has gone out an error can only cut the download short: ask the database

@@ -68,7 +68,7 @@ extension ConsoleController {
     }
 
     @Sendable func devices(_ request: Request, context: APIRequestContext) async throws -> Response {
-        let session = try signedIn(request)
+        let session = try await signedIn(request)
         let query = try QueryParameters(request, allowed: ["app", "user", "before"], empty: .meansAny)
         let (appCode, userText) = (query.string("app"), query.string("user"))
         let before = try query.positiveInteger("before")
