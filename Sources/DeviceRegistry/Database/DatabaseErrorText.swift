@@ -23,6 +23,18 @@ public enum DatabaseErrorText {
         (error as? PSQLError)?.serverInfo != nil
     }
 
+    /// True when the database could not be reached or is going away: no connection, a lost
+    /// one, or the server shutting down, starting up or out of resources (SQLSTATE classes 08,
+    /// 53 and 57P), the kinds that end by themselves. False for a statement the server refused
+    /// (a syntax error, a missing column, a violated constraint), which retrying will not fix.
+    public static func isOutage(_ error: any Error) -> Bool {
+        if isPoolError(error) { return true }
+        guard let error = error as? PSQLError else { return false }
+        guard let state = sqlState(error) else { return true }  // the connection failed, not a statement
+        return state.isInClass(of: .connectionException) || state.isInClass(of: .insufficientResources)
+            || state.raw.hasPrefix("57P")
+    }
+
     /// The connection pool's own error (no connection could be made, the circuit breaker is
     /// open). Its type lives in postgres-nio's underscored `_ConnectionPoolModule`, no API to
     /// depend on, so it is told by its name.

@@ -16,6 +16,22 @@ import Testing
         }
     }
 
+    /// A refused statement is not an outage; a session the server ended (57P01, as at a
+    /// shutdown) is.
+    @Test func outagesAreToldFromRefusedStatements() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let refused = try #require(await #expect(throws: PSQLError.self) { try await client.query("SELECT no_such_column FROM apps") })
+            #expect(DatabaseErrorText.sqlState(refused)?.raw == "42703" && !DatabaseErrorText.isOutage(refused))
+            let ended = try #require(
+                await #expect(throws: PSQLError.self) {
+                    for try await _ in try await client.query("SELECT pg_terminate_backend(pg_backend_pid())") {}
+                })
+            #expect(DatabaseErrorText.isOutage(ended), "\(String(reflecting: ended))")
+        }
+        struct Other: Error {}
+        #expect(!DatabaseErrorText.isOutage(Other()))
+    }
+
     @Test func anErrorNotFromTheDatabaseHasNoSQLState() {
         struct Other: Error {}
         #expect(
