@@ -6,9 +6,25 @@ import Synchronization
 #endif
 
 /// A server a test runs as a child process (nginx, pgbouncer).
-protocol ChildServer: Sendable {
+public protocol ChildServer: Sendable {
     var childProcess: Process { get }
     func removeFiles()
+}
+
+extension ChildServer {
+    /// Stops the server (SIGTERM: it closes its connections at once; SIGKILL after 10 s) and
+    /// waits for its exit. Its folder and logs stay until `removeFiles()`.
+    public func stop() async {
+        let process = childProcess
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
 }
 
 /// Stops, when the test process exits, every child server the tests left running (a failed

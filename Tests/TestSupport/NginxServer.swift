@@ -139,19 +139,6 @@ public final class NginxServer: Sendable {
         }
     }
 
-    /// Stops nginx (SIGTERM: it closes its connections at once; SIGKILL after 10 s) and waits
-    /// for its exit. The folder and its logs stay until `removeFiles()`.
-    public func stop() async {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
     public func removeFiles() {
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -358,5 +345,5 @@ public final class NginxServer: Sendable {
 }
 
 extension NginxServer: ChildServer {
-    var childProcess: Process { process }
+    public var childProcess: Process { process }
 }

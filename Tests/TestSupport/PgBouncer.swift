@@ -105,18 +105,6 @@ public final class PgBouncer: Sendable {
         }
     }
 
-    /// Stops PgBouncer (SIGTERM: it closes its connections at once; SIGKILL after 10 s).
-    public func stop() async {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
     public func removeFiles() {
         try? FileManager.default.removeItem(atPath: directory)
     }
@@ -177,5 +165,5 @@ public final class PgBouncer: Sendable {
 }
 
 extension PgBouncer: ChildServer {
-    var childProcess: Process { process }
+    public var childProcess: Process { process }
 }
