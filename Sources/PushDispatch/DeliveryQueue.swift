@@ -25,8 +25,8 @@ struct DeliveryQueue: Sendable {
     /// Which of these jobs are still running.
     func running(_ jobIDs: [Int64]) async throws -> Set<Int64> {
         var running: Set<Int64> = []
-        let rows = try await client.query("SELECT id FROM push_jobs WHERE id = ANY(\(jobIDs)) AND status = 'running'", logger: logger)
-        for try await id in rows.decode(Int64.self) { running.insert(id) }
+        let rows = try await run("SELECT id FROM push_jobs WHERE id = ANY(\(jobIDs)) AND status = 'running'")
+        for row in rows { try running.insert(row.decode(Int64.self)) }
         return running
     }
 
@@ -36,7 +36,7 @@ struct DeliveryQueue: Sendable {
         excludingApps paused: [Int64], excludingJobs ended: [Int64], priority: JobPriority? = nil,
         limit: Int
     ) async throws -> [Audience] {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT j.id, j.app_id, j.user_ids, j.platforms, j.priority, a.max_sends_per_second IS NOT NULL
               FROM push_jobs j JOIN apps a ON a.id = j.app_id
@@ -46,11 +46,11 @@ struct DeliveryQueue: Sendable {
                AND NOT (j.app_id = ANY(\(paused)::bigint[])) AND NOT (j.id = ANY(\(ended)::bigint[]))
              ORDER BY push_priority_rank(j.priority), j.send_at, j.id
              LIMIT \(limit)
-            """, logger: logger)
+            """)
         var jobs: [Audience] = []
-        for try await (job, app, users, platforms, priority, capped) in rows.decode(
-            (Int64, Int64, [Int64]?, [String]?, JobPriority, Bool).self)
-        {
+        for row in rows {
+            let (job, app, users, platforms, priority, capped) = try row.decode(
+                (Int64, Int64, [Int64]?, [String]?, JobPriority, Bool).self)
             jobs.append(
                 Audience(
                     job: job, app: app, users: users, platforms: platforms, priority: priority,
@@ -62,17 +62,14 @@ struct DeliveryQueue: Sendable {
     /// Takes up to `wanted` first sends from a capped app's budget, shared by every worker
     /// (sql/012); a negative `wanted` gives unused ones back. Returns how many were granted.
     func takeSendBudget(app: Int64, wanted: Int) async throws -> Int {
-        let rows = try await client.query("SELECT push_take_send_budget(\(app), \(wanted)::int)", logger: logger)
-        for try await granted in rows.decode(Int.self) { return granted }
-        return 0
+        let rows = try await run("SELECT push_take_send_budget(\(app), \(wanted)::int)")
+        return try rows.first?.decode(Int.self) ?? 0
     }
 
     /// Skips what expired jobs have left and completes those with nothing in flight (sql/012).
     /// Returns the jobs it completed.
     func expireJobs() async throws -> [Int64] {
-        var completed: [Int64] = []
-        for try await id in try await client.query("SELECT push_expire_jobs()", logger: logger).decode(Int64.self) { completed.append(id) }
-        return completed
+        try await run("SELECT push_expire_jobs()").map { try $0.decode(Int64.self) }
     }
 
     /// The most devices in one chunk: a send slice, and what any worker has room to take over.
@@ -118,10 +115,11 @@ struct DeliveryQueue: Sendable {
     /// A crashed worker's chunks are taken over when the lease runs out (``claim(limit:excludingApps:)``).
     /// `complete`: nothing of the audience is left to expand (or the job ended).
     func expandAndClaim(_ audience: Audience, limit: Int) async throws -> (claimed: [Claimed], complete: Bool) {
-        let rows = try await client.query(expandStatement(audience, limit: limit), logger: logger)
+        let rows = try await run(expandStatement(audience, limit: limit))
         var claimed: [Claimed] = []
         var complete = true
-        for try await (chunk, device, token, type, done) in rows.decode((Int64, Int64, String, TokenType, Bool?).self) {
+        for row in rows {
+            let (chunk, device, token, type, done) = try row.decode((Int64, Int64, String, TokenType, Bool?).self)
             claimed.append(
                 Claimed(
                     lease: .chunk(chunk), jobID: audience.job, attempts: 0, deviceID: device, token: token,
@@ -186,11 +184,11 @@ struct DeliveryQueue: Sendable {
 
     /// Claims up to `limit` due deliveries of running jobs, leasing them to this worker.
     func claim(limit: Int, excludingApps paused: [Int64]) async throws -> [Claimed] {
-        let rows = try await client.query(claimStatement(limit: limit, excludingApps: paused), logger: logger)
+        let rows = try await run(claimStatement(limit: limit, excludingApps: paused))
         var claimed: [Claimed] = []
-        for try await (id, job, attempts, device, token, type, active) in rows.decode(
-            (Int64, Int64, Int, Int64, String, TokenType, Bool).self)
-        {
+        for row in rows {
+            let (id, job, attempts, device, token, type, active) = try row.decode(
+                (Int64, Int64, Int, Int64, String, TokenType, Bool).self)
             claimed.append(
                 Claimed(
                     lease: .row(id), jobID: job, attempts: attempts, deviceID: device, token: token,
@@ -206,7 +204,7 @@ struct DeliveryQueue: Sendable {
     /// deleted (their jobs may be finished then).
     func takeOverChunks(room: Int, excludingApps paused: [Int64]) async throws -> (claimed: [Claimed], empty: [(chunk: Int64, job: Int64)])
     {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             WITH candidates AS (
                 SELECT c.id FROM push_job_chunks c
@@ -227,12 +225,12 @@ struct DeliveryQueue: Sendable {
                        SELECT v.id, v.token, v.token_type, v.is_active
                          FROM unnest(t.device_ids) AS dev(id) JOIN push_devices v ON v.id = dev.id
                         WHERE NOT EXISTS (SELECT FROM push_deliveries d WHERE d.job_id = t.job_id AND d.device_id = dev.id)) v ON true
-            """, logger: logger)
+            """)
         var claimed: [Claimed] = []
         var empty: [(chunk: Int64, job: Int64)] = []
-        for try await (chunk, job, running, device, token, type, active) in rows.decode(
-            (Int64, Int64, Bool, Int64?, String?, TokenType?, Bool?).self
-        ) {
+        for row in rows {
+            let (chunk, job, running, device, token, type, active) = try row.decode(
+                (Int64, Int64, Bool, Int64?, String?, TokenType?, Bool?).self)
             guard let device, let token, let type else {
                 empty.append((chunk, job))
                 continue
@@ -259,18 +257,18 @@ struct DeliveryQueue: Sendable {
     }
 
     func jobs(_ ids: [Int64]) async throws -> [Job] {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
                    a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id,
                    COALESCE(a.fcm_proven_project_id = a.fcm_project_id, false), j.priority, j.expires_at
               FROM push_jobs j JOIN apps a ON a.id = j.app_id
              WHERE j.id = ANY(\(ids))
-            """, logger: logger)
+            """)
         var jobs: [Job] = []
-        for try await (id, app, code, message, validateOnly, project, email, key, keyID, proven, priority, expiresAt) in rows.decode(
-            (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool, JobPriority, Date?).self
-        ) {
+        for row in rows {
+            let (id, app, code, message, validateOnly, project, email, key, keyID, proven, priority, expiresAt) = try row.decode(
+                (Int64, Int64, String, String, Bool, String?, String?, String?, String?, Bool, JobPriority, Date?).self)
             let account = project.flatMap { project in
                 email.flatMap { email in
                     key.map { ServiceAccount(projectID: project, clientEmail: email, privateKeyPEM: $0, privateKeyID: keyID) }
@@ -354,9 +352,8 @@ struct DeliveryQueue: Sendable {
         if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty
             && batch.results.count <= Self.resultsPerStatement && !(batch.results.isEmpty && batch.finishedChunks.isEmpty)
         {
-            try await client.query(
-                recordStatement(batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows),
-                logger: logger)
+            try await run(
+                recordStatement(batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows))
             return []
         }
         return try await DatabaseTransaction.run(client, logger: logger) { transaction in
@@ -448,18 +445,18 @@ struct DeliveryQueue: Sendable {
     func heartbeat(_ leases: [Lease]) async throws {
         let (rows, chunks) = Self.split(leases)
         if !rows.isEmpty {
-            try await client.query(
+            try await run(
                 """
                 UPDATE push_deliveries SET next_attempt_at = now() + make_interval(secs => \(lease.inSeconds))
                  WHERE id = ANY(\(rows)) AND lease_owner = \(worker) AND status = 'pending'
-                """, logger: logger)
+                """)
         }
         if !chunks.isEmpty {
-            try await client.query(
+            try await run(
                 """
                 UPDATE push_job_chunks SET lease_until = now() + make_interval(secs => \(lease.inSeconds))
                  WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)
-                """, logger: logger)
+                """)
         }
     }
 
@@ -469,15 +466,15 @@ struct DeliveryQueue: Sendable {
     func release(_ leases: [Lease]) async throws {
         let (rows, chunks) = Self.split(leases)
         if !rows.isEmpty {
-            try await client.query(
+            try await run(
                 """
                 UPDATE push_deliveries SET lease_owner = NULL, next_attempt_at = now()
                  WHERE id = ANY(\(rows)) AND lease_owner = \(worker) AND status = 'pending'
-                """, logger: logger)
+                """)
         }
         if !chunks.isEmpty {
-            try await client.query(
-                "UPDATE push_job_chunks SET lease_until = now() WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)", logger: logger)
+            try await run(
+                "UPDATE push_job_chunks SET lease_until = now() WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)")
         }
     }
 
@@ -498,19 +495,19 @@ struct DeliveryQueue: Sendable {
     /// last results at once would each see the other's as still pending, and neither complete it.
     func completeFinished(_ jobIDs: [Int64]) async throws {
         guard !jobIDs.isEmpty else { return }
-        try await client.query(
+        try await run(
             """
             UPDATE push_jobs j SET status = 'completed', finished_at = now()
              WHERE j.id = ANY(\(jobIDs)) AND j.status = 'running' AND j.audience_complete
                AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.status = 'pending')
                AND NOT EXISTS (SELECT 1 FROM push_job_chunks c WHERE c.job_id = j.id)
-            """, logger: logger)
+            """)
     }
 
     /// Queue depth (pending deliveries, devices in chunks without a row yet, and due audiences
     /// not expanded yet) and the age of the oldest due job, for /metrics.
     func depth() async throws -> (pending: Int, oldestDueSeconds: Double) {
-        let rows = try await client.query(
+        let rows = try await run(
             """
             SELECT ((SELECT count(*) FROM push_deliveries WHERE status = 'pending')
                     + (SELECT COALESCE(sum(push_job_in_flight(job_id)), 0) FROM (SELECT DISTINCT job_id FROM push_job_chunks) c)
@@ -518,8 +515,15 @@ struct DeliveryQueue: Sendable {
                          FROM push_jobs WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()))::int,
                    COALESCE((SELECT extract(epoch FROM now() - min(send_at)) FROM push_jobs
                               WHERE status IN ('queued', 'running') AND send_at <= now()), 0)::float8
-            """, logger: logger)
-        for try await row in rows.decode((Int, Double).self) { return row }
-        return (0, 0)
+            """)
+        guard let row = rows.first else { return (0, 0) }
+        return try row.decode((Int, Double).self)
+    }
+
+    /// Every statement goes through ``DatabaseStatement``: `PostgresClient.query` can leave one
+    /// unanswered, and its caller waiting for good, on a connection that has just closed.
+    @discardableResult
+    private func run(_ query: PostgresQuery) async throws -> PostgresQueryResult {
+        try await DatabaseStatement.run(query, on: client, logger: logger)
     }
 }

@@ -259,6 +259,37 @@ struct WorkerProcessTests {
         }
     }
 
+    /// The server ends the worker's sessions every 50 ms for 8 s, mid-campaign: statements then
+    /// meet connections closing under them, where PostgresNIO alone left one unanswered for good
+    /// (the worker silent, deaf to SIGTERM). The campaign still completes and the worker exits.
+    @Test func theWorkerRidesOutItsSessionsBeingEnded() async throws {
+        try await withClusterOfItsOwn { _, fixture in
+            let emulator = fixture.emulator
+            emulator.script(tokenPrefix: "ended-dev-", .slow(.milliseconds(20)))
+            let tokens = try await seed(fixture, count: 2000, prefix: "ended-dev-")
+            let job = try await fixture.campaign()
+            let process = try worker.start(environment: environment(fixture, concurrency: 10))
+            defer { process.signal(SIGKILL) }
+            try await waitForSends(fixture, job, atLeast: 30)
+            try await fixture.database.withClient { client in
+                let until = ContinuousClock.now + .seconds(8)
+                while ContinuousClock.now < until {
+                    try await client.query(
+                        """
+                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                        """)
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            let status = try await fixture.finished(job, within: .seconds(90)).status
+            #expect(status == "completed", "\(process.log.suffix(3000))")
+            process.signal(SIGTERM)
+            #expect(await process.exitStatus(within: .seconds(20)) == 0, "\(process.log.suffix(3000))")
+            #expect(tokens.allSatisfy { emulator.stats(for: $0).accepted >= 1 })
+        }
+    }
+
     /// SIGTERM while FCM hangs (answers never come) and the database freezes (connections stay
     /// open, nothing answers, as on a hung host): the worker still exits within its drain bound,
     /// and what it could not record waits for its lease (another worker takes it over).

@@ -28,7 +28,7 @@ public enum DatabaseErrorText {
     /// 53 and 57P), the kinds that end by themselves. False for a statement the server refused
     /// (a syntax error, a missing column, a violated constraint), which retrying will not fix.
     public static func isOutage(_ error: any Error) -> Bool {
-        if isPoolError(error) { return true }
+        if isPoolError(error) || error is DatabaseStatement.ConnectionLost { return true }
         guard let error = error as? PSQLError else { return false }
         guard let state = sqlState(error) else { return true }  // the connection failed, not a statement
         return state.isInClass(of: .connectionException) || state.isInClass(of: .insufficientResources)

@@ -300,15 +300,13 @@ public struct JobDirectory: Sendable {
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
         // A job already completed, failed or cancelled keeps its status: endings are final.
-        var ended = false
-        for try await _ in try await transaction.query(
+        let endedJobs = try await transaction.query(
             """
             UPDATE push_jobs SET status = \(status), finished_at = now(), last_error = \(reason)
              WHERE id = \(id) AND status IN ('queued', 'running')
             RETURNING id
-            """
-        ).decode(Int64.self) { ended = true }
-        guard ended else { return false }
+            """)
+        guard !endedJobs.isEmpty else { return false }
         try await transaction.query(
             """
             UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),

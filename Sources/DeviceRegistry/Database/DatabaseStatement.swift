@@ -1,0 +1,39 @@
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Runs one statement so that it always gets an answer or an error, whatever its connection
+/// does. PostgresNIO 1.33.2 hands a statement to its connection with `channel.write(task,
+/// promise: nil)` from the calling thread; NIO carries that write over to the event loop, and if
+/// the connection closed meanwhile the loop has emptied the channel's pipeline by then: the
+/// write fails into the nil promise and nothing ever completes the statement. Its caller waits
+/// for good (cancellation cannot end a wait on an `EventLoopFuture`); after a database restart
+/// that was push-worker's claim. Here the statement is handed over on the event loop itself,
+/// once the channel is seen to be active: NIO empties a pipeline only in a later loop task,
+/// after the channel went inactive, so PostgresNIO's handler is still there to answer the
+/// statement or fail it when the connection goes. The rows are all read on the loop.
+public enum DatabaseStatement {
+    /// The connection had closed before the statement could be sent.
+    public struct ConnectionLost: Error, CustomStringConvertible {
+        public var description: String { "the database connection closed" }
+    }
+
+    /// Runs `query` on a connection leased from `client` for as long as its rows are read.
+    @discardableResult
+    public static func run(_ query: PostgresQuery, on client: PostgresClient, logger: Logger) async throws -> PostgresQueryResult {
+        try await client.withConnection { connection in
+            try await run(query, on: connection, logger: logger)
+        }
+    }
+
+    /// Runs `query` on a connection the caller holds (a transaction's).
+    @discardableResult
+    public static func run(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws
+        -> PostgresQueryResult
+    {
+        try await connection.eventLoop.flatSubmit { () -> EventLoopFuture<PostgresQueryResult> in
+            guard !connection.isClosed else { return connection.eventLoop.makeFailedFuture(ConnectionLost()) }
+            return connection.query(query, logger: logger)
+        }.get()
+    }
+}

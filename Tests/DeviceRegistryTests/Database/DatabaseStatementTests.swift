@@ -1,0 +1,56 @@
+import DeviceRegistry
+import Logging
+import PostgresNIO
+import TestSupport
+import Testing
+
+/// A statement on a connection the server has just ended gets an error at once: PostgresNIO
+/// alone would leave it unanswered for good (push-worker stalled after one database restart in
+/// about twenty-five).
+@Suite(.timeLimit(.minutes(1))) struct DatabaseStatementTests {
+    let logger = Logger(label: "test")
+
+    /// The race lost every time: the connection is used only after its channel is fully closed.
+    @Test func aConnectionTheServerEndedFailsTheStatementAtOnce() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            try await client.withConnection { connection in
+                let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
+                    .decode(Int32.self)
+                try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
+                try await connection.closeFuture.get()
+                await #expect(throws: DatabaseStatement.ConnectionLost.self) {
+                    try await DatabaseStatement.run("SELECT 1", on: connection, logger: logger)
+                }
+                let error = try #require(
+                    await #expect(throws: DatabaseStatement.ConnectionLost.self) {
+                        try await DatabaseTransaction.run(client, logger: logger) { _ in
+                            try await DatabaseStatement.run("SELECT 1", on: connection, logger: logger)
+                        }
+                    })
+                #expect(DatabaseErrorText.isOutage(error))
+            }
+            // The pool replaced it: the next statement is answered.
+            let answer = try #require(try await DatabaseStatement.run("SELECT 41 + 1", on: client, logger: logger).first)
+            #expect(try answer.decode(Int.self) == 42)
+        }
+    }
+
+    /// Rows come back whole, in order, and a refused statement is the server's error, its
+    /// transaction rolled back.
+    @Test func answersAndRefusalsAreThoseOfTheServer() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let rows = try await DatabaseStatement.run("SELECT g FROM generate_series(1, 1000) g", on: client, logger: logger)
+            #expect(try rows.map { try $0.decode(Int.self) } == Array(1...1000))
+            let refused = try #require(
+                await #expect(throws: PSQLError.self) {
+                    try await DatabaseTransaction.run(client, logger: logger) { transaction in
+                        try await transaction.query("INSERT INTO apps (code, name) VALUES ('kept', 'Kept')")
+                        try await transaction.query("SELECT no_such_column FROM apps")
+                    }
+                })
+            #expect(DatabaseErrorText.sqlState(refused)?.raw == "42703")
+            let apps = try await DatabaseStatement.run("SELECT count(*) FROM apps WHERE code = 'kept'", on: client, logger: logger)
+            #expect(try apps.first?.decode(Int.self) == 0)
+        }
+    }
+}
