@@ -58,20 +58,8 @@ struct DeliveryWriter {
             if count == 0 { print(TextTable.line(Self.columns, widths: Self.widths)) }
             print(TextTable.line(Self.cells(record), widths: Self.widths))
         case .csv:
-            if count == 0 {
-                print(
-                    [
-                        "id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
-                        "error_message", "fcm_message_id", "device_id", "created_at",
-                    ].joined(separator: ","))
-            }
-            let cells = [
-                String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
-                record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
-                record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
-                WireJSON.formatted(record.createdAt),
-            ]
-            print(cells.map(Self.csvField).joined(separator: ","))
+            if count == 0 { print(DeliveryCSV.header) }
+            print(DeliveryCSV.line(record))
         case .json:
             print(count == 0 ? "[" : ",", String(decoding: WireJSON.encoded(record), as: UTF8.self), separator: "")
         }
@@ -91,12 +79,6 @@ struct DeliveryWriter {
             String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
             record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt), error,
         ]
-    }
-
-    /// RFC 4180: quote a field holding a comma, quote or line break; double its quotes.
-    static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 }
 

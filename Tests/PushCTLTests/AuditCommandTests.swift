@@ -101,6 +101,24 @@ struct AuditCommandTests {
         #expect(rows[5][11] == "projects/wowa/messages/0:1" && rows[5][8] == "2020-06-01T00:00:00.000Z")
     }
 
+    /// FCM's error text is not ours to trust: a cell a spreadsheet would run as a formula is
+    /// written as text, with a leading `'`, as the console's export writes it.
+    @Test func csvNeverHandsASpreadsheetAFormula() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.seed { seed in
+            let app = try await seed.app("wowa")
+            let device = try await seed.device(app: app, user: 1, token: "formula-token-secret-tail")
+            let job = try await seed.job(users: [1])
+            try await seed.delivery(
+                job: job, device: device, status: .failed, errorCode: "INTERNAL", errorMessage: "=HYPERLINK(\"http://evil.example\")")
+        }
+        let result = try await run(["deliveries", "--format", "csv"], ["DATABASE_URL": database.url])
+        #expect(result.status == 0, "\(result.stderr)")
+        let rows = Self.csv(result.stdout)
+        try #require(rows.count == 2, "\(result.stdout)")
+        #expect(rows[1][10] == #"'=HYPERLINK("http://evil.example")"#, "\(result.stdout)")
+    }
+
     @Test func tableHasAHeaderRowAndARowPerDelivery() async throws {
         let (_, scenario, env) = try await setUp()
         let result = try await run(["deliveries"], env)
