@@ -155,6 +155,9 @@ struct DeliveryQueue: Sendable {
         }
     }
 
+    /// What the claim's transaction sets before it (see ``claim(limit:excludingApps:)``).
+    static let claimPlanSetting: PostgresQuery = "SET LOCAL enable_sort = off"
+
     /// The claim's SQL, apart so that a test can check its plan.
     func claimStatement(limit: Int, excludingApps paused: [Int64]) -> PostgresQuery {
         """
@@ -163,7 +166,7 @@ struct DeliveryQueue: Sendable {
         -- per-row subquery, not a join, so that no plan reaches the pending rows through their
         -- job and sorts them all (see sql/005_claim_plans.sql).
         WITH candidates AS (
-            SELECT d.id FROM push_deliveries d
+            SELECT d.id, d.job_created_at FROM push_deliveries d
              WHERE d.status = 'pending' AND d.next_attempt_at <= now()
                AND (SELECT j.status = 'running' AND NOT (j.app_id = ANY(\(paused)::bigint[]))
                            AND (j.expires_at IS NULL OR j.expires_at > now())
@@ -175,7 +178,7 @@ struct DeliveryQueue: Sendable {
             UPDATE push_deliveries d
                SET lease_owner = \(worker), next_attempt_at = now() + make_interval(secs => \(lease.inSeconds))
               FROM candidates c
-             WHERE d.id = c.id
+             WHERE d.id = c.id AND d.job_created_at = c.job_created_at
             RETURNING d.id, d.job_id, d.attempts, d.device_id)
         SELECT l.id, l.job_id, l.attempts, v.id, v.token, v.token_type, v.is_active
           FROM leased l JOIN push_devices v ON v.id = l.device_id
@@ -184,7 +187,14 @@ struct DeliveryQueue: Sendable {
 
     /// Claims up to `limit` due deliveries of running jobs, leasing them to this worker.
     func claim(limit: Int, excludingApps paused: [Int64]) async throws -> [Claimed] {
-        let rows = try await run(claimStatement(limit: limit, excludingApps: paused))
+        // Each day's partition reads its part of push_deliveries_claimable in order, and a merge
+        // keeps that order across them, unless the planner is free to sort: with the statistics
+        // of a partition taken before its retries piled up it expects a handful of due rows and
+        // sorts them all instead (340 ms a claim for 100,000 due rows, measured).
+        let rows = try await DatabaseTransaction.run(client, logger: logger) { transaction in
+            try await transaction.query(Self.claimPlanSetting)
+            return try await transaction.query(claimStatement(limit: limit, excludingApps: paused))
+        }
         var claimed: [Claimed] = []
         for row in rows {
             let (id, job, attempts, device, token, type, active) = try row.decode(
@@ -224,7 +234,8 @@ struct DeliveryQueue: Sendable {
                    LEFT JOIN LATERAL (
                        SELECT v.id, v.token, v.token_type, v.is_active
                          FROM unnest(t.device_ids) AS dev(id) JOIN push_devices v ON v.id = dev.id
-                        WHERE NOT EXISTS (SELECT FROM push_deliveries d WHERE d.job_id = t.job_id AND d.device_id = dev.id)) v ON true
+                        WHERE NOT EXISTS (SELECT FROM push_deliveries d
+                                           WHERE d.job_id = t.job_id AND d.job_created_at = j.created_at AND d.device_id = dev.id)) v ON true
             """)
         var claimed: [Claimed] = []
         var empty: [(chunk: Int64, job: Int64)] = []
@@ -389,7 +400,7 @@ struct DeliveryQueue: Sendable {
         }
     }
 
-    /// Rows held by their own lease are updated; they are found by primary key (`d.id = ANY`),
+    /// Rows held by their own lease are updated; they are found by primary key (`d.id IN held`),
     /// and the lease is compared as a join column, never as a constant: statistics taken between
     /// campaigns say no row has a lease owner, and with `d.lease_owner = 'me'` the planner expected
     /// one row, scanned the whole table for it and then rescanned the results once per row found
@@ -409,6 +420,7 @@ struct DeliveryQueue: Sendable {
             jobs.append(result.jobID)
             devices.append(result.deviceID)
         }
+        let heldRows = rowIDs.filter { $0 != 0 }
         return """
             WITH r AS (
                 -- A retry of a job that ended meanwhile is never tried again: skipped like the job's other
@@ -419,27 +431,38 @@ struct DeliveryQueue: Sendable {
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
                             WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END AS code,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
-                            WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message
+                            WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message,
+                       j.created_at AS job_created_at
                   FROM unnest(\(rowIDs)::bigint[], \(jobs)::bigint[], \(devices)::bigint[], \(results.map(\.status))::text[],
                               \(results.map { $0.errorCode?.rawValue ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
                               \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
                               \(results.map(\.nextAttempt))::timestamptz[], \(Array(repeating: worker, count: results.count))::text[])
                        AS r(row_id, job_id, device_id, status, code, message, message_id, attempted, next_attempt, lease_owner)
                   JOIN push_jobs j ON j.id = r.job_id),
-            updated AS (
-                UPDATE push_deliveries d
-                   SET status = r.status, error_code = r.code, error_message = r.message, fcm_message_id = r.message_id,
-                       attempts = d.attempts + r.attempted, next_attempt_at = r.next_attempt, lease_owner = NULL, updated_at = now()
-                  FROM r
-                 WHERE d.id = ANY(\(rowIDs.filter { $0 != 0 })::bigint[]) AND d.id = r.row_id AND d.lease_owner = r.lease_owner),
+            held(id) AS (SELECT unnest(\(heldRows)::bigint[])),
+            \(unescaped: heldRows.isEmpty ? "" : Self.updateHeldRows)
             finished AS (
                 DELETE FROM push_job_chunks WHERE id = ANY(\(finishedChunks)::bigint[]) AND lease_owner = \(worker))
-            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, next_attempt_at)
-            SELECT r.job_id, r.device_id, r.status, r.code, r.message, r.message_id, r.attempted, r.next_attempt
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, next_attempt_at,
+                                         job_created_at)
+            SELECT r.job_id, r.device_id, r.status, r.code, r.message, r.message_id, r.attempted, r.next_attempt, r.job_created_at
               FROM r WHERE r.row_id = 0
             \(unescaped: keepingExistingRows ? "ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING" : "")
             """
     }
+
+    /// The held rows' part of ``recordStatement(_:finishedChunks:keepingExistingRows:)``, left out
+    /// when a batch has none (a campaign's first attempts): the update is planned for every day's
+    /// partition (about 1.4 ms a batch with 39 of them, measured), the insert is not.
+    private static let updateHeldRows = """
+        updated AS (
+            UPDATE push_deliveries d
+               SET status = r.status, error_code = r.code, error_message = r.message, fcm_message_id = r.message_id,
+                   attempts = d.attempts + r.attempted, next_attempt_at = r.next_attempt, lease_owner = NULL, updated_at = now()
+              FROM r
+             WHERE d.id IN (SELECT id FROM held) AND d.id = r.row_id AND d.job_created_at = r.job_created_at
+               AND d.lease_owner = r.lease_owner),
+        """
 
     /// Keeps this worker's leases alive while their sends are in flight.
     func heartbeat(_ leases: [Lease]) async throws {
@@ -499,7 +522,7 @@ struct DeliveryQueue: Sendable {
             """
             UPDATE push_jobs j SET status = 'completed', finished_at = now()
              WHERE j.id = ANY(\(jobIDs)) AND j.status = 'running' AND j.audience_complete
-               AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.status = 'pending')
+               AND NOT EXISTS (SELECT 1 FROM push_deliveries d WHERE d.job_id = j.id AND d.job_created_at = j.created_at AND d.status = 'pending')
                AND NOT EXISTS (SELECT 1 FROM push_job_chunks c WHERE c.job_id = j.id)
             """)
     }

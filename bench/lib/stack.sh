@@ -86,7 +86,7 @@ stop_local_pg() {  # stop_local_pg DIR: the cluster start_local_pg started (STAR
 }
 
 # seed_campaign_tables HISTORY APP_ID:PREFIX:COUNT...: push_deliveries, push_job_chunks and
-# push_jobs truncated; push_devices re-seeded (truncated, filled, VACUUM ANALYZE) unless it holds
+# push_jobs truncated (a partitioned push_deliveries gets its 30 days behind); push_devices re-seeded (truncated, filled, VACUUM ANALYZE) unless it holds
 # exactly COUNT active devices of each APP_ID whose tokens start with PREFIX- and nothing else.
 # Devices of an app: users 1..COUNT, one each, token PREFIX-USER-md5(USER) and 100 x's (~145
 # characters; FCM's are ~150-165); no fcm-emulator prefix rule (unregistered-, invalid-, ...)
@@ -106,6 +106,15 @@ seed_campaign_tables() {
         total=$((total + count))
     done
     sql "TRUNCATE push_deliveries, push_job_chunks, push_jobs RESTART IDENTITY CASCADE"
+    # A partitioned log (migration 015) as it stands with 30 days kept: the days behind exist,
+    # and every statement on push_deliveries is planned with them.
+    # An older schema (a baseline's binaries) has neither, nor job_created_at.
+    local partitioned
+    partitioned=$(sql "SELECT to_regprocedure('push_create_delivery_partition(date,text)') IS NOT NULL")
+    if [[ $partitioned == t ]]; then
+        sql "SELECT count(push_create_delivery_partition((now() AT TIME ZONE 'UTC')::date - g)) FROM generate_series(1, 30) g" >/dev/null
+        log "push_deliveries: $(sql "SELECT count(*) FROM pg_inherits WHERE inhparent = 'push_deliveries'::regclass") partitions"
+    fi
     have=$(sql "SELECT ${filters}count(*) FROM push_devices")
     if [[ $have != "$want$total" ]]; then
         log "seeding $what (per app, then all rows: had $have, want $want$total)"
@@ -126,9 +135,9 @@ seed_campaign_tables() {
         sql "WITH job AS (
                  INSERT INTO push_jobs (app_id, status, message, audience_cursor, audience_complete, started_at, finished_at)
                  VALUES ($app, 'completed', '{\"notification\":{\"title\":\"Earlier\"}}', $count, true, now(), now())
-                 RETURNING id)
-             INSERT INTO push_deliveries (job_id, device_id, status, attempts, fcm_message_id)
-             SELECT job.id, d.id, 'sent', 1, 'projects/bench/messages/' || d.id
+                 RETURNING id, created_at)
+             INSERT INTO push_deliveries (job_id, device_id, status, attempts, fcm_message_id$([[ $partitioned == t ]] && echo ', job_created_at'))
+             SELECT job.id, d.id, 'sent', 1, 'projects/bench/messages/' || d.id$([[ $partitioned == t ]] && echo ', job.created_at')
                FROM job, push_devices d WHERE d.app_id = $app ORDER BY d.id LIMIT $history"
     fi
 }

@@ -105,23 +105,12 @@ public struct DeliveryLog: Sendable {
         _ filter: DeliveryFilter, below cursor: Int64? = nil, limit: Int? = nil,
         _ body: (DeliveryRecord) async throws -> Void
     ) async throws {
-        let rows = try await client.query(
-            """
-            SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
-                   d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at
-              FROM push_deliveries d
-              JOIN push_devices v ON v.id = d.device_id
-              JOIN apps a ON a.id = v.app_id
-             WHERE (\(filter.jobID)::bigint IS NULL OR d.job_id = \(filter.jobID))
-               AND (\(filter.userID)::bigint IS NULL OR v.user_id = \(filter.userID))
-               AND (\(filter.appCode)::text IS NULL OR v.app_id = (SELECT id FROM apps WHERE code = \(filter.appCode)))
-               AND (\(filter.status)::text IS NULL OR d.status = \(filter.status))
-               AND (\(filter.since)::timestamptz IS NULL OR d.updated_at >= \(filter.since))
-               AND (\(filter.deviceID)::bigint IS NULL OR d.device_id = \(filter.deviceID))
-               AND (\(cursor)::bigint IS NULL OR d.id < \(cursor))
-             ORDER BY d.id DESC
-             LIMIT \(limit)
-            """, logger: logger)
+        var jobDay: Range<Date>?
+        if let job = filter.jobID {
+            guard let day = try await creationDay(ofJob: job) else { return }
+            jobDay = day
+        }
+        let rows = try await client.query(statement(filter, jobDay: jobDay, below: cursor, limit: limit), logger: logger)
         typealias Row = (Int64, Int64, Int64, Int64, String, Platform, String, DeliveryStatus, String?, String?, String?, Int, Date, Date)
         for try await row in rows.decode(Row.self) {
             try await body(
@@ -130,5 +119,40 @@ public struct DeliveryLog: Sendable {
                     maskedToken: maskedToken(row.6), status: row.7, errorCode: row.8, errorMessage: row.9,
                     fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13))
         }
+    }
+
+    /// The UTC day a job was created in: its rows' partition. Nil for no such job.
+    func creationDay(ofJob job: Int64) async throws -> Range<Date>? {
+        let rows = try await client.query(
+            "SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' FROM push_jobs WHERE id = \(job)", logger: logger)
+        for try await start in rows.decode(Date.self) { return start..<start.addingTimeInterval(86_400) }
+        return nil
+    }
+
+    /// The audit's SQL, apart so that a test can check its plan. A job's rows are read in its
+    /// day's partition only: its creation day (``creationDay(ofJob:)``, whole seconds, which a
+    /// `Date` carries exactly) is bound as a value, so the planner prunes the others before it
+    /// plans (a subquery pruned them only as it ran: every partition planned, about 5 ms, and
+    /// the job's rows estimated without its day's statistics: a job's failed deliveries were
+    /// sorted, 111 ms, where the job's index walked back needs 1 ms). The other filters walk
+    /// every partition's primary key back from the cursor.
+    func statement(_ filter: DeliveryFilter, jobDay: Range<Date>?, below cursor: Int64?, limit: Int?) -> PostgresQuery {
+        """
+        SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
+               d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at
+          FROM push_deliveries d
+          JOIN push_devices v ON v.id = d.device_id
+          JOIN apps a ON a.id = v.app_id
+         WHERE (\(filter.jobID)::bigint IS NULL
+                OR (d.job_id = \(filter.jobID) AND d.job_created_at >= \(jobDay?.lowerBound) AND d.job_created_at < \(jobDay?.upperBound)))
+           AND (\(filter.userID)::bigint IS NULL OR v.user_id = \(filter.userID))
+           AND (\(filter.appCode)::text IS NULL OR v.app_id = (SELECT id FROM apps WHERE code = \(filter.appCode)))
+           AND (\(filter.status)::text IS NULL OR d.status = \(filter.status))
+           AND (\(filter.since)::timestamptz IS NULL OR d.updated_at >= \(filter.since))
+           AND (\(filter.deviceID)::bigint IS NULL OR d.device_id = \(filter.deviceID))
+           AND (\(cursor)::bigint IS NULL OR d.id < \(cursor))
+         ORDER BY d.id DESC
+         LIMIT \(limit)
+        """
     }
 }

@@ -245,7 +245,8 @@ public struct JobDirectory: Sendable {
     public func outcomes(_ id: Int64) async throws -> [JobOutcome] {
         let rows = try await client.query(
             """
-            SELECT status, error_code, count(*)::int FROM push_deliveries WHERE job_id = \(id)
+            SELECT status, error_code, count(*)::int FROM push_deliveries
+             WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
              GROUP BY status, error_code ORDER BY count(*) DESC, status, error_code
             """, logger: logger)
         var outcomes: [JobOutcome] = []
@@ -311,15 +312,17 @@ public struct JobDirectory: Sendable {
             """
             UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),
                                        lease_owner = NULL, updated_at = now()
-             WHERE job_id = \(id) AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
+             WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
+               AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
             """)
         // Chunks whose worker is gone: their devices without a row end the same way.
         try await transaction.query(
             """
             WITH expired AS (
                 DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
-            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message)
-            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message) FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at)
+            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message), (SELECT created_at FROM push_jobs WHERE id = \(id))
+              FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
             """)
         return true
@@ -356,7 +359,7 @@ public struct JobDirectory: Sendable {
                j.user_ids IS NULL, j.message #>> '{notification,title}',
                COALESCE(j.last_error,
                         (SELECT f.error_code || ': ' || COALESCE(f.error_message, '') FROM push_deliveries f
-                          WHERE f.job_id = j.id AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
+                          WHERE f.job_id = j.id AND f.job_created_at = j.created_at AND f.status = 'failed' ORDER BY f.updated_at, f.id LIMIT 1)),
                -- Nothing expanded, nothing left to expand: the audience was never counted.
                CASE WHEN j.finished_at IS NOT NULL AND NOT j.audience_complete AND c.rows + u.devices = 0 THEN NULL
                     ELSE (c.rows + u.devices)::int END,
@@ -375,7 +378,7 @@ public struct JobDirectory: Sendable {
                                           count(*) FILTER (WHERE d.status = 'skipped') AS skipped,
                                           count(*) FILTER (WHERE d.status = 'skipped' AND d.error_code = 'EXPIRED') AS expired,
                                           count(*) FILTER (WHERE d.status = 'pending') AS pending
-                                     FROM push_deliveries d WHERE d.job_id = j.id) c
+                                     FROM push_deliveries d WHERE d.job_id = j.id AND d.job_created_at = j.created_at) c
         """
 
     private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {

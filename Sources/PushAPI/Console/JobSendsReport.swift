@@ -143,7 +143,7 @@ struct JobSendsReport: Sendable {
                      \(slots.count - 1))::int,
                d.status, count(*)::int
           FROM push_deliveries d
-         WHERE d.job_id = \(job)
+         WHERE d.job_id = \(job) AND d.job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(job))
          GROUP BY 1, 2
         """
     }

@@ -71,10 +71,10 @@ struct OverviewReport: Sendable {
     /// counts it; an audience not due yet is not waiting, as in the worker's metric.
     static let jobsStatement: PostgresQuery = """
         WITH unfinished AS (
-            SELECT id, app_id, status, send_at, audience_complete, user_ids, platforms, audience_cursor FROM push_jobs
+            SELECT id, app_id, status, send_at, audience_complete, user_ids, platforms, audience_cursor, created_at FROM push_jobs
              WHERE status IN ('queued', 'running') AND NOT audience_complete
             UNION ALL
-            SELECT id, app_id, status, send_at, audience_complete, user_ids, platforms, audience_cursor FROM push_jobs
+            SELECT id, app_id, status, send_at, audience_complete, user_ids, platforms, audience_cursor, created_at FROM push_jobs
              WHERE status = 'running' AND audience_complete)
         SELECT u.app_id,
                count(*) FILTER (WHERE u.status = 'running')::int,
@@ -84,7 +84,8 @@ struct OverviewReport: Sendable {
                                                           u.audience_cursor)
                                  ELSE 0 END
                             + push_job_in_flight(u.id)
-                            + (SELECT count(*) FROM push_deliveries p WHERE p.job_id = u.id AND p.status = 'pending')), 0)::int,
+                            + (SELECT count(*) FROM push_deliveries p
+                                WHERE p.job_id = u.id AND p.job_created_at = u.created_at AND p.status = 'pending')), 0)::int,
                (array_agg(u.id ORDER BY u.send_at, u.id) FILTER (WHERE u.send_at <= now()))[1],
                min(u.send_at) FILTER (WHERE u.send_at <= now())
           FROM unfinished u

@@ -278,7 +278,8 @@ struct JobEndingTests {
                     }
                     try await Task.sleep(for: .milliseconds(300))  // the cancel is now waiting for the row
                     _ = try await expander.query(
-                        "INSERT INTO push_deliveries (job_id, device_id) SELECT \(job), id FROM push_devices", logger: testLogger)
+                        "INSERT INTO push_deliveries (job_id, device_id, job_created_at) SELECT \(job), id, (SELECT created_at FROM push_jobs WHERE id = \(job)) FROM push_devices",
+                        logger: testLogger)
                 }
                 try await group.waitForAll()
             }
