@@ -48,6 +48,9 @@ public struct DispatchConfiguration: Sendable {
     /// How often every worker looks for due jobs and retries whatever NOTIFY says: a job
     /// queued without a LISTEN to hear it (``JobWakeUps/polling``) waits at most this long.
     public var pollInterval: Duration = .seconds(1)
+    /// How long the delivery log keeps a day: older days are dropped once a day, with their ended
+    /// jobs (``DeliveryPartitionMaintenance``).
+    public var deliveryRetention: DeliveryRetention = .standard
     public var workerName: String = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier)"
 
     public init(databaseURL: String) {
@@ -58,7 +61,7 @@ public struct DispatchConfiguration: Sendable {
     public static let environmentVariables: Set<String> = [
         "DATABASE_URL", "DATABASE_LISTEN_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT",
         "METRICS_HOST",
-        "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "LOG_LEVEL",
+        "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "DELIVERY_RETENTION_DAYS", "LOG_LEVEL",
     ]
 
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DispatchConfiguration {
@@ -95,6 +98,7 @@ public struct DispatchConfiguration: Sendable {
         if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) {
             configuration.fcmRequestTimeout = .seconds(timeout)
         }
+        configuration.deliveryRetention = try settings.deliveryRetention()
         if let level = try settings.logLevel() { configuration.logLevel = level }
         return configuration
     }

@@ -231,7 +231,7 @@ public struct Dispatcher: Service {
             }
         }
         if let failure {
-            logRetry(after: failure, retryIn: request.backoff)
+            logger.databaseRetry(after: failure, retryIn: request.backoff)
             // What is leased already waits (its lease kept alive) for its job's details: the
             // next claim reads them.
             guard !claimed.isEmpty else {
@@ -435,22 +435,8 @@ public struct Dispatcher: Service {
     /// The database went away: back off (250 ms doubling to 5 s) and try again.
     private func backOff(after error: any Error, failures: Int) async {
         let wait = DispatchStateMachine.databaseBackoff(failures: failures)
-        logRetry(after: error, retryIn: wait)
+        logger.databaseRetry(after: error, retryIn: wait)
         try? await Task.sleep(for: wait)
-    }
-
-    /// An outage is waited out with a warning; a statement the database refused is retried too
-    /// (nothing else would record the work), but said as an error with its SQLSTATE: it is a bug
-    /// or a schema out of step with this build, not a database that went away.
-    private func logRetry(after error: any Error, retryIn wait: Duration) {
-        let metadata: Logger.Metadata = ["push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in": "\(wait)"]
-        if DatabaseErrorText.isOutage(error) {
-            logger.warning("database unavailable, retrying", metadata: metadata)
-        } else {
-            var metadata = metadata
-            metadata["push.sqlstate"] = "\(DatabaseErrorText.sqlState(error)?.raw ?? "none")"
-            logger.error("database refused a statement, retrying", metadata: metadata)
-        }
     }
 
     // MARK: Companions

@@ -10,9 +10,9 @@ import ServiceSupport
 import UnixSignals
 
 /// Runs push-worker as one ServiceGroup: the PostgreSQL client, the token endpoint's HTTP
-/// client, the FCM connections, the optional operations server and the dispatcher. The group
-/// shuts its services down in reverse order, so the dispatcher drains first and the clients it
-/// sends through close after it. Tests run this same function.
+/// client, the FCM connections, the optional operations server, the delivery log's upkeep and
+/// the dispatcher. The group shuts its services down in reverse order, so the dispatcher drains
+/// first and the clients it sends through close after it. Tests run this same function.
 public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, signals: [UnixSignal] = [.sigterm, .sigint]) async throws {
     let client = PostgresClient(configuration: try DatabaseConfiguration.parse(configuration.databaseURL), backgroundLogger: logger)
     let wakeUps = JobWakeUps(
@@ -28,6 +28,7 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
         services.append(
             buildWorkerOperations(host: configuration.metricsHost, port: port, client: client, metrics: metrics, logger: logger))
     }
+    services.append(DeliveryPartitionMaintenance(client: client, retention: configuration.deliveryRetention, logger: logger))
     services.append(
         Dispatcher(
             configuration: configuration, wakeUps: wakeUps, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
@@ -44,7 +45,7 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
             "push.fcm_base_url": "\(configuration.fcmBaseURL)", "push.token_url": "\(configuration.googleTokenURL)",
             "push.concurrency": "\(configuration.concurrency)", "push.lease_seconds": "\(configuration.lease.components.seconds)",
             "push.metrics_port": "\(configuration.metricsPort.map(String.init) ?? "off")", "push.worker": "\(configuration.workerName)",
-            "push.job_wakeups": "\(wakeUps.summary)",
+            "push.job_wakeups": "\(wakeUps.summary)", "push.delivery_retention": "\(configuration.deliveryRetention)",
         ])
     if wakeUps == .polling {
         logger.notice(

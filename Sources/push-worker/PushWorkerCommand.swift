@@ -23,6 +23,8 @@ struct PushWorkerCommand: AsyncParsableCommand {
             PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
             FCM_REQUEST_TIMEOUT_SECONDS (an FCM send's deadline, default 30), \
+            DELIVERY_RETENTION_DAYS (days of the delivery log kept, default 30, or off: older days are dropped \
+            daily with their ended jobs), \
             METRICS_PORT (serves /metrics, /healthz, /readyz when set), METRICS_HOST (their address, default \
             0.0.0.0), LOG_LEVEL (default info). \
             SIGTERM or SIGINT: stop claiming, finish in-flight sends, record them, hand deliveries claimed \

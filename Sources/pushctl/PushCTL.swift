@@ -9,7 +9,8 @@ import WireFormats
 struct PushCTL: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushctl",
-        abstract: "Operate the push service: migrations, apps, sending, campaigns, jobs, the delivery audit, devices, pruning.",
+        abstract:
+            "Operate the push service: migrations, apps, sending, campaigns, jobs, the delivery audit, devices, pruning, retention.",
         discussion: """
             Every command reads DATABASE_URL (or --database-url) and LOG_LEVEL (or --log-level, default info); \
             jobs, job, deliveries and devices read from DATABASE_READ_URL (or --database-read-url), a streaming \
@@ -17,7 +18,7 @@ struct PushCTL: AsyncParsableCommand {
             """,
         subcommands: [
             Migrate.self, AppCommand.self, Send.self, Campaign.self, Jobs.self, Job.self, Cancel.self, Deliveries.self,
-            Devices.self, Prune.self,
+            Devices.self, Prune.self, Retention.self,
         ])
 }
 

@@ -53,6 +53,8 @@ import Yams
                 SELECT t.tablename::text, c.column_name::text FROM pg_tables t
                   JOIN information_schema.columns c ON c.table_schema = t.schemaname AND c.table_name = t.tablename
                  WHERE t.schemaname = 'public'
+                   -- A partitioned table's partitions (the delivery log's days) are its own business.
+                   AND NOT (SELECT relispartition FROM pg_class WHERE oid = format('%I.%I', t.schemaname, t.tablename)::regclass)
                 """
             ).decode((String, String).self) {
                 columns[table, default: []].insert(column)

@@ -20,6 +20,21 @@ struct PushCTLTests {
         #expect(second.stdout.hasPrefix("up to date"))
     }
 
+    /// Then the delivery log's week ahead, as push-worker keeps it: a day missing is created once.
+    @Test func migrateCreatesTheDeliveryLogsPartitionsAhead() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        let name = try await database.text("SELECT 'push_deliveries_' || to_char((now() AT TIME ZONE 'UTC')::date + 7, 'YYYYMMDD')")
+        try await database.withClient { client in try await client.query("DROP TABLE \(unescaped: name)") }
+        let first = try await pushctl.run(["migrate"], environment: ["DATABASE_URL": database.url])
+        #expect(first.status == 0 && first.stderr.isEmpty, "\(first.stderr)")
+        #expect(
+            first.stdout.hasPrefix("up to date") && first.stdout.hasSuffix("\ndelivery log partitions created: \(name)\n"),
+            "\(first.stdout)")
+        #expect(try await database.text("SELECT to_regclass(\(name))::text") == name)
+        let second = try await pushctl.run(["migrate"], environment: ["DATABASE_URL": database.url])
+        #expect(second.status == 0 && !second.stdout.contains("partitions"), "\(second.stdout)")
+    }
+
     @Test func concurrentMigrateFromSeveralHosts() async throws {
         let database = try await TestPostgres.shared.makeEmptyDatabase()
         let results = try await withThrowingTaskGroup(of: BuiltProduct.Result.self) { group in
@@ -182,7 +197,7 @@ struct PushCTLTests {
 
     @Test(arguments: [
         ["--help"], ["migrate", "--help"], ["app", "--help"], ["app", "add", "--help"], ["app", "set-credentials", "--help"],
-        ["app", "set-rate", "--help"], ["app", "list", "--help"],
+        ["app", "set-rate", "--help"], ["app", "list", "--help"], ["retention", "--help"],
     ])
     func everyCommandHasHelp(_ arguments: [String]) async throws {
         let result = try await pushctl.run(arguments)

@@ -41,6 +41,10 @@ struct StartupErrorTests {
             "push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "PUSH_CA_FILE": "/nonexistent.pem"],
             "push-worker: PUSH_CA_FILE: /nonexistent.pem cannot be read"
         ),
+        (
+            "push-worker", ["DATABASE_URL": "postgres://u@127.0.0.1/db", "DELIVERY_RETENTION_DAYS": "0"],
+            "push-worker: DELIVERY_RETENTION_DAYS: '0' is neither a whole number of days in 1...3650 nor off"
+        ),
     ])
     func oneClearLine(product: String, environment: [String: String], message: String) async throws {
         // An empty JWT_SECRET counts as unset: a secret in the test runner's own environment must not leak in.
