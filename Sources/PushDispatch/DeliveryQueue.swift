@@ -432,7 +432,7 @@ struct DeliveryQueue: Sendable {
                             WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END AS code,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
                             WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message,
-                       j.created_at AS job_created_at
+                       j.created_at AS job_created_at, j.app_id
                   FROM unnest(\(rowIDs)::bigint[], \(jobs)::bigint[], \(devices)::bigint[], \(results.map(\.status))::text[],
                               \(results.map { $0.errorCode?.rawValue ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],
                               \(results.map { $0.messageID ?? "" })::text[], \(results.map { $0.attempted ? 1 : 0 })::int[],
@@ -444,8 +444,9 @@ struct DeliveryQueue: Sendable {
             finished AS (
                 DELETE FROM push_job_chunks WHERE id = ANY(\(finishedChunks)::bigint[]) AND lease_owner = \(worker))
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, next_attempt_at,
-                                         job_created_at)
-            SELECT r.job_id, r.device_id, r.status, r.code, r.message, r.message_id, r.attempted, r.next_attempt, r.job_created_at
+                                         job_created_at, app_id)
+            SELECT r.job_id, r.device_id, r.status, r.code, r.message, r.message_id, r.attempted, r.next_attempt, r.job_created_at,
+                   r.app_id
               FROM r WHERE r.row_id = 0
             \(unescaped: keepingExistingRows ? "ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING" : "")
             """

@@ -643,8 +643,8 @@ struct AdminEndpointTests {
             // Interleaved with another job's rows, which the filter must leave out.
             try await seed.run(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, job_created_at)
-                SELECT j.id, d.id, 'sent', j.created_at
+                INSERT INTO push_deliveries (job_id, device_id, status, job_created_at, app_id)
+                SELECT j.id, d.id, 'sent', j.created_at, j.app_id
                   FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM push_devices) d
                   JOIN push_jobs j ON j.id = CASE WHEN n % 3 = 0 THEN \(noise) ELSE \(job) END
                  WHERE n <= 150

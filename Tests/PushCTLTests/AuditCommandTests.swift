@@ -179,8 +179,9 @@ struct AuditCommandTests {
             let job = try await seed.job(users: nil)
             try await seed.run(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at)
-                SELECT \(job), id, 'failed', 'INTERNAL', 'a, "quoted" message', (SELECT created_at FROM push_jobs WHERE id = \(job)) FROM push_devices
+                INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
+                SELECT \(job), d.id, 'failed', 'INTERNAL', 'a, "quoted" message', j.created_at, j.app_id
+                  FROM push_devices d, push_jobs j WHERE j.id = \(job)
                 """)
             return job
         }

@@ -26,9 +26,9 @@ struct RetentionCommandTests {
                         INSERT INTO push_jobs (app_id, message, status, created_at, finished_at)
                         VALUES ((SELECT id FROM apps), '{}', \(status), now() - make_interval(days => \(daysAgo)::int),
                                 CASE WHEN \(status) <> 'running' THEN now() END)
-                        RETURNING id, created_at)
-                    INSERT INTO push_deliveries (job_id, device_id, status, job_created_at)
-                    SELECT job.id, d.id, 'sent', job.created_at FROM job CROSS JOIN push_devices d
+                        RETURNING id, created_at, app_id)
+                    INSERT INTO push_deliveries (job_id, device_id, status, job_created_at, app_id)
+                    SELECT job.id, d.id, 'sent', job.created_at, job.app_id FROM job CROSS JOIN push_devices d
                     """)
             }
             try await client.query("ANALYZE push_deliveries")

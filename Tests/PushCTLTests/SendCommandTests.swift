@@ -81,7 +81,7 @@ struct SendCommandTests {
         try await database.withClient { client in
             _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(Int64(id)!)")
             _ = try await client.query(
-                "INSERT INTO push_deliveries (job_id, device_id, job_created_at) SELECT j.id, d.id, j.created_at FROM push_jobs j, push_devices d WHERE j.id = \(Int64(id)!)"
+                "INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id) SELECT j.id, d.id, j.created_at, j.app_id FROM push_jobs j, push_devices d WHERE j.id = \(Int64(id)!)"
             )
             _ = try await client.query("UPDATE push_deliveries SET status = 'sent' WHERE device_id = (SELECT min(id) FROM push_devices)")
         }

@@ -85,9 +85,9 @@ struct QueuePlanTests {
             try await client.query(
                 """
                 WITH job AS (INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at, finished_at)
-                             VALUES (\(app), 'completed', '{}', true, now(), now()) RETURNING id, created_at)
-                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at)
-                SELECT job.id, d.id, 'sent', 1, job.created_at FROM job, push_devices d
+                             VALUES (\(app), 'completed', '{}', true, now(), now()) RETURNING id, created_at, app_id)
+                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at, app_id)
+                SELECT job.id, d.id, 'sent', 1, job.created_at, job.app_id FROM job, push_devices d
                 """)
             try await client.query("ANALYZE push_devices")
             try await client.query("ANALYZE push_deliveries")
@@ -104,8 +104,9 @@ struct QueuePlanTests {
             try await client.query(
                 """
                 WITH job AS (INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at)
-                             VALUES (\(app), 'running', '{}', true, now()) RETURNING id, created_at)
-                INSERT INTO push_deliveries (job_id, device_id, job_created_at) SELECT job.id, d.id, job.created_at FROM job, push_devices d
+                             VALUES (\(app), 'running', '{}', true, now()) RETURNING id, created_at, app_id)
+                INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id)
+                SELECT job.id, d.id, job.created_at, job.app_id FROM job, push_devices d
                 """)
             return try await body(
                 client, DeliveryQueue(client: client, worker: "plan-test", lease: .seconds(30), logger: Logger(label: "test")))

@@ -50,9 +50,10 @@ public struct Seed: Sendable {
     ) async throws -> Int64 {
         try await value(
             """
-            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, job_created_at)
-            VALUES (\(job), \(device), \(status), \(errorCode), \(errorMessage), \(fcmMessageID), \(attempts),
-                    (SELECT created_at FROM push_jobs WHERE id = \(job))) RETURNING id
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, job_created_at,
+                                         app_id)
+            SELECT \(job), \(device), \(status), \(errorCode), \(errorMessage), \(fcmMessageID), \(attempts), created_at, app_id
+              FROM push_jobs WHERE id = \(job) RETURNING id
             """) ?? 0
     }
 

@@ -1,7 +1,8 @@
 -- One UTC day's deliveries of the plan (bench/audit-scale/plan.sql): every job created that day,
 -- in id order, its rows' ids following each other (inserted in id order, as the jobs and their
 -- series come: no sort). psql variables: day ('YYYY-MM-DD'), and
--- jc_col / jc_val (', job_created_at' and ', r.job_created_at' for the partitioned schema, else empty).
+-- jc_col / jc_val (', job_created_at, app_id' and ', r.job_created_at, r.app_id' for the partitioned
+-- schema, else empty).
 --
 -- Outcomes, by a hash of the row's id: 95.5 % sent (1.5 % of them at the second attempt), 3.1 %
 -- failed (UNREGISTERED 1.8, INTERNAL after 5 attempts 0.6, INVALID_ARGUMENT 0.4,
@@ -23,12 +24,13 @@ SELECT r.id, r.job_id, r.device_id,
        r.created_at,
        r.created_at + ('{0,1.4,0,31,0,0,0,0,0}'::float8[])[r.b] * interval '1 second'
        :jc_val
-  FROM (SELECT j.first_id + k + 1 AS id, j.id AS job_id, j.created_at AS job_created_at,
+  FROM (SELECT j.first_id + k + 1 AS id, j.id AS job_id, j.created_at AS job_created_at, j.app_id,
                j.base + (j.first_local + CASE WHEN j.kind = 'campaign' THEN k * j.stride ELSE k END) % j.app_count + 1 AS device_id,
                j.created_at + (0.05 + k / 15000.0) * interval '1 second' AS created_at,
                -- the outcome's bucket, 1..9 as above, from a hash of the id (p: 0..9999)
                CASE WHEN p < 9400 THEN 1 WHEN p < 9550 THEN 2 WHEN p < 9730 THEN 3 WHEN p < 9790 THEN 4 WHEN p < 9830 THEN 5
                     WHEN p < 9850 THEN 6 WHEN p < 9860 THEN 7 WHEN p < 9960 THEN 8 ELSE 9 END AS b
-          FROM (SELECT * FROM bench.jobs WHERE utc_day = :'day' ORDER BY id) j
+          FROM (SELECT bj.*, a.id AS app_id FROM bench.jobs bj JOIN apps a ON a.code = bj.app_code
+                 WHERE bj.utc_day = :'day' ORDER BY bj.id) j
          CROSS JOIN LATERAL generate_series(0::bigint, j.size - 1) k
          CROSS JOIN LATERAL abs(hashint8extended(j.first_id + k + 1, 11) % 10000) p) r;

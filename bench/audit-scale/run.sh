@@ -184,7 +184,7 @@ generate() {  # generate SCHEMA
         -v n="$N" -v days="$DAYS" -v devices="$DEVICES" -v jobs_per_day="$JOBS_PER_DAY" -f "$BENCH/plan.sql" >/dev/null
     days_list=$(on "$db" "SELECT DISTINCT utc_day FROM bench.jobs ORDER BY 1")
     if [[ $db == partitioned ]]; then
-        jc_col=", job_created_at"; jc_val=", r.job_created_at"
+        jc_col=", job_created_at, app_id"; jc_val=", r.job_created_at, r.app_id"
         # Each day's partition before its rows (the migration made today's and the next week's).
         on "$db" "SELECT count(*) FILTER (WHERE push_create_delivery_partition(utc_day)) FROM (SELECT DISTINCT utc_day FROM bench.jobs) d" >/dev/null
     fi
@@ -352,7 +352,8 @@ request() {  # request KIND K: sets PATH_Q (to GET) and ARGS (the SQL parameters
     all-pages) PATH_Q="/admin/deliveries?cursor=${CURSOR[k]}"; ARGS="NULL, NULL, NULL, NULL, NULL, NULL, ${CURSOR[k]}, 101" ;;
     device-console)
         PATH_Q="/console/devices?app=bench&user=${USER_A[k]}"
-        # The page's delivery query for the user's first device (the others' differ by the id).
+        # The page's delivery query for the user's first device (unpartitioned: a query a device;
+        # partitioned: one query for the page's devices, here the first; 6 rows deep in both).
         ARGS="NULL, NULL, NULL, NULL, NULL, DEVICE, NULL, 6" ;;
     *) die "unknown kind $1" ;;
     esac
@@ -431,28 +432,37 @@ BUSY="machine $(busy_pct "$M0" "$(machine_busy)") % busy, $(busy_secs "$M0" "$(m
 # PostgresNIO binds them; each statement is planned with its values, as unnamed statements are).
 # The unpartitioned schema gets the file as it was before the partitioning migration was
 # committed (or HEAD's while it is not), the query a push-api for that schema runs.
-query_of() {  # query_of < DeliveryLog.swift: prints the SQL with $1..$10 ($9, $10: the job's UTC day)
+query_of() {  # query_of < DeliveryLog.swift: prints the SQL with $1..$11 ($9, $10: the job's UTC day; $11: the first day changed since)
     # The multi-line string literal that starts with SELECT d.id, d.job_id (the one query there).
     awk 'in_q && /"""/ { in_q = 0; if (q ~ /^[[:space:]]*SELECT d\.id, d\.job_id/) { printf "%s", q; exit }; next }
          /^[[:space:]]*"""[[:space:]]*$/ { in_q = 1; q = ""; next }
          in_q { q = q $0 "\n" }' |
         sed -e 's/\\(filter\.jobID)/$1/g' -e 's/\\(filter\.userID)/$2/g' -e 's/\\(filter\.appCode)/$3/g' \
             -e 's/\\(filter\.status)/$4/g' -e 's/\\(filter\.since)/$5/g' -e 's/\\(filter\.deviceID)/$6/g' \
-            -e 's/\\(cursor)/$7/g' -e 's/\\(limit)/$8/g' -e 's/\\(jobDay?\.lowerBound)/$9/g' -e 's/\\(jobDay?\.upperBound)/$10/g'
+            -e 's/\\(cursor)/$7/g' -e 's/\\(limit)/$8/g' -e 's/\\(jobDay?\.lowerBound)/$9/g' -e 's/\\(jobDay?\.upperBound)/$10/g' \
+            -e 's/\\(days\.job?\.lowerBound)/$9/g' -e 's/\\(days\.job?\.upperBound)/$10/g' -e 's/\\(days\.changedFrom)/$11/g'
 }
 SQL_NEW=$(query_of <"$DELIVERY_LOG")
+# The console's devices page reads each device's newest deliveries in one statement of its own
+# (DeliveryLog.newest(ofDevices:each:)), here for one device ($6) and $8 rows.
+SQL_DEVICES=$(awk 'in_q && /"""/ { in_q = 0; if (q ~ /unnest\(\\\(devices\)/) { printf "%s", q; exit }; next }
+                   /^[[:space:]]*"""[[:space:]]*$/ { in_q = 1; q = ""; next }
+                   in_q { q = q $0 "\n" }' <"$DELIVERY_LOG" |
+    sed -e 's/\\(devices)::bigint\[\]/ARRAY[$6]::bigint[]/g' -e 's/\\(each)/$8/g')
 added=$(git log --diff-filter=A --format=%H -- "sql/$PARTITIONING" | tail -n1)
 SQL_OLD=$(git show "${added:+$added^}${added:-HEAD}:$DELIVERY_LOG" | query_of)
-for q in "$SQL_NEW" "$SQL_OLD"; do
+for q in "$SQL_NEW" "$SQL_OLD" "$SQL_DEVICES"; do
     [[ -n $q && $q != *'\('* ]] || die "cannot read DeliveryLog.each's query (an interpolation this script does not know?): $q"
 done
 declare -A PARTS_READ=() EXEC_MS=()
 explain_all() {  # explain_all SCHEMA SQL
-    local s=$1 q=$2 file=$OUT/audit-scale-explain-$1.txt kind plan total
+    local s=$1 file=$OUT/audit-scale-explain-$1.txt kind plan total q
     total=$(on "$s" "SELECT count(*) FROM pg_inherits WHERE inhparent = 'push_deliveries'::regclass")
     : >"$file"
     for kind in "${KINDS[@]}"; do
         request "$kind" "$WARMUP"
+        q=$2
+        [[ $kind != device-console || $s != partitioned ]] || q=$SQL_DEVICES
         if is_walk "$kind" && [[ -n ${LAST_CURSOR[$kind]:-} ]]; then ARGS=$(sed -E "s/, [^,]+, 101$/, ${LAST_CURSOR[$kind]}, 101/" <<<"$ARGS"); fi
         [[ $kind != device-console ]] || ARGS=${ARGS/DEVICE/$(on "$s" "SELECT min(d.id) FROM push_devices d JOIN apps a ON a.id = d.app_id
                                                                        WHERE a.code = 'bench' AND d.user_id = ${USER_A[WARMUP]}")}
@@ -461,12 +471,17 @@ explain_all() {  # explain_all SCHEMA SQL
         [[ $job == NULL ]] || day=$(on "$s" "SELECT quote_literal(d) || ', ' || quote_literal(d + interval '1 day')
                                                FROM (SELECT date_trunc('day', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS d
                                                        FROM push_jobs WHERE id = $job) x")
+        # The first day changed since, which DeliveryLog looks up first and binds ($11).
+        local since changed=NULL
+        since=$(awk -F', ' '{ print $5 }' <<<"$ARGS")
+        [[ $since == NULL || $s != partitioned ]] \
+            || changed=$(on "$s" "SELECT coalesce(quote_literal(push_first_day_changed_since($since)), 'NULL')")
         plan=$(PGOPTIONS="-c client_min_messages=warning -c plan_cache_mode=force_custom_plan" \
             psql "$(db_url "$s")" -X -q -v ON_ERROR_STOP=1 -tA 2>&1 <<EOF
-PREPARE audit(bigint, bigint, text, text, timestamptz, bigint, bigint, bigint, timestamptz, timestamptz) AS $q;
-EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day);
+PREPARE audit(bigint, bigint, text, text, timestamptz, bigint, bigint, bigint, timestamptz, timestamptz, timestamptz) AS $q;
+EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day, $changed);
 \\echo ===
-EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day);
+EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day, $changed);
 EOF
         ) || plan="EXPLAIN failed: $plan"
         # The second run: a session's first statement also fills its catalog caches, which push-api's

@@ -109,8 +109,10 @@ seed_campaign_tables() {
     # A partitioned log (migration 015) as it stands with 30 days kept: the days behind exist,
     # and every statement on push_deliveries is planned with them.
     # An older schema (a baseline's binaries) has neither, nor job_created_at.
-    local partitioned
+    local partitioned by_app
     partitioned=$(sql "SELECT to_regprocedure('push_create_delivery_partition(date,text)') IS NOT NULL")
+    # Migration 016 gave each row its job's app.
+    by_app=$(sql "SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'push_deliveries'::regclass AND attname = 'app_id')")
     if [[ $partitioned == t ]]; then
         sql "SELECT count(push_create_delivery_partition((now() AT TIME ZONE 'UTC')::date - g)) FROM generate_series(1, 30) g" >/dev/null
         log "push_deliveries: $(sql "SELECT count(*) FROM pg_inherits WHERE inhparent = 'push_deliveries'::regclass") partitions"
@@ -136,8 +138,8 @@ seed_campaign_tables() {
                  INSERT INTO push_jobs (app_id, status, message, audience_cursor, audience_complete, started_at, finished_at)
                  VALUES ($app, 'completed', '{\"notification\":{\"title\":\"Earlier\"}}', $count, true, now(), now())
                  RETURNING id, created_at)
-             INSERT INTO push_deliveries (job_id, device_id, status, attempts, fcm_message_id$([[ $partitioned == t ]] && echo ', job_created_at'))
-             SELECT job.id, d.id, 'sent', 1, 'projects/bench/messages/' || d.id$([[ $partitioned == t ]] && echo ', job.created_at')
+             INSERT INTO push_deliveries (job_id, device_id, status, attempts, fcm_message_id$([[ $partitioned == t ]] && echo ', job_created_at')$([[ $by_app == t ]] && echo ', app_id'))
+             SELECT job.id, d.id, 'sent', 1, 'projects/bench/messages/' || d.id$([[ $partitioned == t ]] && echo ', job.created_at')$([[ $by_app == t ]] && echo ", $app")
                FROM job, push_devices d WHERE d.app_id = $app ORDER BY d.id LIMIT $history"
     fi
 }

@@ -272,8 +272,8 @@ BEGIN
     LOOP
         v_message := 'expired at ' || to_char(v_job.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || ' before it was sent';
         IF NOT v_job.audience_complete THEN
-            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at)
-            SELECT v_job.id, d.id, 'skipped', 'EXPIRED', v_message, v_job.created_at
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
+            SELECT v_job.id, d.id, 'skipped', 'EXPIRED', v_message, v_job.created_at, v_job.app_id
               FROM push_devices d
              WHERE d.app_id = v_job.app_id AND d.is_active AND d.id > v_job.audience_cursor
                AND (v_job.user_ids IS NULL OR d.user_id = ANY(v_job.user_ids))
@@ -289,8 +289,8 @@ BEGIN
            AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now());
         WITH gone AS (
             DELETE FROM push_job_chunks WHERE job_id = v_job.id AND lease_until <= now() RETURNING device_ids)
-        INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at)
-        SELECT v_job.id, dev.id, 'skipped', 'EXPIRED', v_message, v_job.created_at
+        INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
+        SELECT v_job.id, dev.id, 'skipped', 'EXPIRED', v_message, v_job.created_at, v_job.app_id
           FROM gone CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
         ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING;
         UPDATE push_jobs j SET status = 'completed', finished_at = now()
@@ -302,6 +302,34 @@ BEGIN
             RETURN NEXT v_job.id;
         END IF;
     END LOOP;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_first_day_changed_since(since timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+    v_partition record;
+    v_changed boolean;
+    v_first timestamptz;
+BEGIN
+    SELECT date_trunc('day', min(d.job_created_at) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' INTO v_first
+      FROM push_deliveries_default d WHERE d.updated_at >= since;
+    FOR v_partition IN
+        SELECT c.relname, to_date(substr(c.relname, length('push_deliveries_') + 1), 'YYYYMMDD') AS day
+          FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'push_deliveries'::regclass AND c.relname ~ '^push_deliveries_[0-9]{8}$'
+         ORDER BY 2
+    LOOP
+        EXIT WHEN v_first IS NOT NULL AND v_partition.day::timestamp AT TIME ZONE 'UTC' >= v_first;
+        EXECUTE format('SELECT EXISTS (SELECT FROM %I WHERE updated_at >= $1)', v_partition.relname) INTO v_changed USING since;
+        IF v_changed THEN
+            RETURN v_partition.day::timestamp AT TIME ZONE 'UTC';
+        END IF;
+    END LOOP;
+    RETURN v_first;
 END
 $function$;
 

@@ -173,9 +173,9 @@ public struct JobDirectory: Sendable {
         }
         sql.appendLiteral(")")
         do {
-            let rows = try await client.query(PostgresQuery(stringInterpolation: sql), logger: logger)
+            let rows = try await DatabaseStatement.run(PostgresQuery(stringInterpolation: sql), on: client, logger: logger)
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
-            for try await id in rows.decode(Int64.self) { return id }
+            if let row = rows.first { return try row.decode(Int64.self) }
         } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
             // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime
@@ -206,7 +206,7 @@ public struct JobDirectory: Sendable {
     public func list(_ filter: JobFilter, below cursor: Int64? = nil, limit: Int) async throws -> [JobSummary] {
         let campaign = filter.kind.map { $0 == .campaign }
         return try await summaries(
-            client.query(
+            DatabaseStatement.run(
                 """
                 \(unescaped: Self.select)
                  WHERE j.id IN (
@@ -221,19 +221,20 @@ public struct JobDirectory: Sendable {
                         ORDER BY p.id DESC LIMIT \(limit))
                  ORDER BY j.id DESC
                 """,
-                logger: logger))
+                on: client, logger: logger))
     }
 
     public func job(_ id: Int64) async throws -> JobSummary? {
-        try await summaries(client.query("\(unescaped: Self.select) WHERE j.id = \(id)", logger: logger)).first
+        try await summaries(DatabaseStatement.run("\(unescaped: Self.select) WHERE j.id = \(id)", on: client, logger: logger)).first
     }
 
     /// What a job sends and to whom, as stored; nil for an unknown id.
     public func content(_ id: Int64) async throws -> JobContent? {
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             "SELECT jsonb_pretty(message), cardinality(user_ids), platforms, idempotency_key FROM push_jobs WHERE id = \(id)",
-            logger: logger)
-        for try await (message, users, platforms, key) in rows.decode((String, Int?, [String]?, String?).self) {
+            on: client, logger: logger)
+        if let row = rows.first {
+            let (message, users, platforms, key) = try row.decode((String, Int?, [String]?, String?).self)
             return JobContent(
                 message: message, userCount: users, platforms: platforms?.compactMap(Platform.init(rawValue:)),
                 idempotencyKey: key)
@@ -243,14 +244,15 @@ public struct JobDirectory: Sendable {
 
     /// A job's deliveries counted by status and error code, the largest group first.
     public func outcomes(_ id: Int64) async throws -> [JobOutcome] {
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             SELECT status, error_code, count(*)::int FROM push_deliveries
              WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
              GROUP BY status, error_code ORDER BY count(*) DESC, status, error_code
-            """, logger: logger)
+            """, on: client, logger: logger)
         var outcomes: [JobOutcome] = []
-        for try await (status, code, count) in rows.decode((DeliveryStatus, String?, Int).self) {
+        for row in rows {
+            let (status, code, count) = try row.decode((DeliveryStatus, String?, Int).self)
             outcomes.append(JobOutcome(status: status, errorCode: code, count: count))
         }
         return outcomes
@@ -266,11 +268,8 @@ public struct JobDirectory: Sendable {
     /// pending deliveries not in flight become `skipped` (CANCELLED).
     public func cancel(_ id: Int64) async throws -> Cancellation {
         if try await end(id, .cancelled) { return .cancelled }
-        for try await status in try await client.query("SELECT status FROM push_jobs WHERE id = \(id)", logger: logger).decode(
-            JobStatus.self)
-        {
-            return .alreadyFinished(status: status)
-        }
+        let rows = try await DatabaseStatement.run("SELECT status FROM push_jobs WHERE id = \(id)", on: client, logger: logger)
+        if let row = rows.first { return .alreadyFinished(status: try row.decode(JobStatus.self)) }
         return .notFound
     }
 
@@ -320,9 +319,9 @@ public struct JobDirectory: Sendable {
             """
             WITH expired AS (
                 DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
-            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at)
-            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message), (SELECT created_at FROM push_jobs WHERE id = \(id))
-              FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
+            INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
+            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message), j.created_at, j.app_id
+              FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id) JOIN push_jobs j ON j.id = \(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
             """)
         return true
@@ -331,26 +330,29 @@ public struct JobDirectory: Sendable {
     /// Deactivates active devices not seen for `idleDays` (reason `stale`), or only counts them.
     /// Returns the count per app code.
     public func prune(idleDays: Int, dryRun: Bool) async throws -> [(app: String, devices: Int)] {
-        let rows: PostgresRowSequence
+        let rows: PostgresQueryResult
         if dryRun {
-            rows = try await client.query(
+            rows = try await DatabaseStatement.run(
                 """
                 SELECT a.code, count(*)::int FROM push_devices d JOIN apps a ON a.id = d.app_id
                  WHERE d.is_active AND d.last_used_at < now() - make_interval(days => \(idleDays)::int)
                  GROUP BY a.code ORDER BY a.code
-                """, logger: logger)
+                """, on: client, logger: logger)
         } else {
-            rows = try await client.query(
+            rows = try await DatabaseStatement.run(
                 """
                 WITH pruned AS (
                     UPDATE push_devices SET is_active = false, deactivated_at = now(), deactivation_reason = \(DeactivationReason.stale), updated_at = now()
                      WHERE is_active AND last_used_at < now() - make_interval(days => \(idleDays)::int)
                     RETURNING app_id)
                 SELECT a.code, count(*)::int FROM pruned p JOIN apps a ON a.id = p.app_id GROUP BY a.code ORDER BY a.code
-                """, logger: logger)
+                """, on: client, logger: logger)
         }
         var result: [(app: String, devices: Int)] = []
-        for try await (app, count) in rows.decode((String, Int).self) { result.append((app, count)) }
+        for row in rows {
+            let (app, count) = try row.decode((String, Int).self)
+            result.append((app, count))
+        }
         return result
     }
 
@@ -381,14 +383,12 @@ public struct JobDirectory: Sendable {
                                      FROM push_deliveries d WHERE d.job_id = j.id AND d.job_created_at = j.created_at) c
         """
 
-    private func summaries(_ rows: PostgresRowSequence) async throws -> [JobSummary] {
+    private func summaries(_ rows: PostgresQueryResult) throws -> [JobSummary] {
         var jobs: [JobSummary] = []
-        for try await row in rows.decode(
-            (
-                Int64, String, JobStatus, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?,
-                Int?, Int, Int, Int, Int, Int
-            ).self)
-        {
+        typealias Row = (
+            Int64, String, JobStatus, Date, Date, Date?, Bool, JobPriority, Date?, Bool, String?, String?, Int?, Int, Int, Int, Int, Int
+        )
+        for row in try rows.map({ try $0.decode(Row.self) }) {
             jobs.append(
                 JobSummary(
                     id: row.0, appCode: row.1, kind: row.9 ? .campaign : .single, title: row.10, status: row.2,

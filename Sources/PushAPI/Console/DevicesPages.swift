@@ -98,15 +98,7 @@ extension ConsoleController {
         )
         let (page, recent) = try await deadline.run { () -> (DeviceDirectory.Page, [Int64: [DeliveryRecord]]) in
             let page = try await registry.page(appID: app.id, userID: user, below: before, limit: Self.devicesPageSize, logger: logger)
-            var recent: [Int64: [DeliveryRecord]] = [:]
-            // One short read of the index of deliveries by device each: a page is at most 20 devices.
-            for device in page.devices {
-                recent[device.id] = try await log.page(
-                    DeliveryFilter(deviceID: device.id), below: nil,
-                    limit: Self.deliveriesPerDevice
-                ).deliveries
-            }
-            return (page, recent)
+            return (page, try await log.newest(ofDevices: page.devices.map(\.id), each: Self.deliveriesPerDevice))
         }
         let now = Date()
         let cards = page.devices.map { device in

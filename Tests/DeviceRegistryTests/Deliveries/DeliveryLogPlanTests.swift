@@ -29,8 +29,8 @@ struct DeliveryLogPlanTests {
                 """)
             try await client.query(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at)
-                SELECT j.id, d.id, 'sent', 1, j.created_at FROM push_jobs j CROSS JOIN push_devices d
+                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at, app_id)
+                SELECT j.id, d.id, 'sent', 1, j.created_at, j.app_id FROM push_jobs j CROSS JOIN push_devices d
                 """)
             try await client.query("ANALYZE push_deliveries")
             let job = try #require(
@@ -43,7 +43,7 @@ struct DeliveryLogPlanTests {
             for filter in [
                 DeliveryFilter(jobID: job), DeliveryFilter(jobID: job, userID: 7), DeliveryFilter(jobID: job, status: .sent),
             ] {
-                let statement = log.statement(filter, jobDay: try await log.creationDay(ofJob: job), below: nil, limit: 101)
+                let statement = try #require(try await log.statement(filter, below: nil, limit: 101))
                 var lines: [String] = []
                 let explain = PostgresQuery(
                     unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + statement.sql, binds: statement.binds)
@@ -52,6 +52,62 @@ struct DeliveryLogPlanTests {
                 // The others are pruned before planning: they are not in the plan at all.
                 let read = lines.filter { $0.contains(" on push_deliveries_") }
                 #expect(read.count == 1 && read[0].contains("push_deliveries_\(day)"), "\(plan)")
+            }
+        }
+    }
+
+    /// A page of a small app's deliveries behind a large app's campaign, and a page of failures
+    /// since a recent time over days of older failures, each read through their own index: no
+    /// partition's scan reads (or reads past) many more rows than the page. Before migration 016
+    /// the app's page walked back through the large campaign, and the failures since a time read
+    /// every day's failures.
+    @Test func anAppsPageAndRecentFailuresReadTheirOwnRows() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            try await client.query("INSERT INTO apps (code, name) VALUES ('large', 'Large'), ('small', 'Small')")
+            try await client.query(
+                """
+                INSERT INTO push_devices (user_id, app_id, token, platform)
+                SELECT g, (SELECT id FROM apps WHERE code = CASE WHEN g <= 2000 THEN 'large' ELSE 'small' END), 'plan-token-' || g, 'android'
+                  FROM generate_series(1, 2200) g
+                """)
+            try await client.query(
+                "SELECT push_create_delivery_partition((now() AT TIME ZONE 'UTC')::date - g) FROM generate_series(1, 4) g")
+            // A day each: the small app's campaign, then the large one's, its rows newer.
+            try await client.query(
+                """
+                INSERT INTO push_jobs (app_id, status, message, audience_complete, created_at, started_at, finished_at)
+                SELECT a.id, 'completed', '{}', true, now() - g * interval '1 day' - interval '1 hour' + a.id * interval '1 minute',
+                       now() - g * interval '1 day', now()
+                  FROM generate_series(0, 4) g CROSS JOIN (SELECT id FROM apps ORDER BY code DESC) a
+                 ORDER BY g DESC, a.id DESC
+                """)
+            // A fifth of the older days' deliveries failed, a fiftieth of today's; each changed
+            // a minute after its job was created.
+            try await client.query(
+                """
+                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at, app_id, updated_at)
+                SELECT j.id, d.id,
+                       CASE WHEN d.id % CASE WHEN j.created_at > now() - interval '1 day' THEN 50 ELSE 5 END = 0
+                            THEN 'failed' ELSE 'sent' END,
+                       1, j.created_at, j.app_id, j.created_at + interval '1 minute'
+                  FROM push_jobs j JOIN push_devices d ON d.app_id = j.app_id
+                 ORDER BY j.created_at, d.id
+                """)
+            try await client.query("ANALYZE push_deliveries")
+            try await client.query("ANALYZE apps")
+            let log = DeliveryLog(client: client, logger: testLogger)
+            let since = try #require(
+                try await client.query("SELECT now() - interval '2 days 2 hours'").decode(Date.self).first { _ in true })
+            for filter in [DeliveryFilter(appCode: "small"), DeliveryFilter(status: .failed, since: since)] {
+                let statement = try #require(try await log.statement(filter, below: nil, limit: 101))
+                var lines: [String] = []
+                let explain = PostgresQuery(
+                    unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + statement.sql, binds: statement.binds)
+                for try await line in try await client.query(explain, logger: testLogger).decode(String.self) { lines.append(line) }
+                let plan = lines.joined(separator: "\n")
+                let page = try await log.page(filter, below: nil, limit: 100)
+                #expect(!page.deliveries.isEmpty, "\(filter)")
+                #expect(QueryPlan.largestScan(of: "push_deliveries_", in: plan) <= 101, "\(filter):\n\(plan)")
             }
         }
     }

@@ -71,8 +71,8 @@ struct DeliveryPartitionsTests {
         if rows {
             try await client.query(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, job_created_at)
-                SELECT \(job), d.id, 'sent', (SELECT created_at FROM push_jobs WHERE id = \(job)) FROM push_devices d
+                INSERT INTO push_deliveries (job_id, device_id, status, job_created_at, app_id)
+                SELECT \(job), d.id, 'sent', j.created_at, j.app_id FROM push_devices d, push_jobs j WHERE j.id = \(job)
                 """)
         }
         return job
@@ -131,7 +131,7 @@ struct DeliveryPartitionsTests {
             // The moved rows are the log as before: unique per device, and new ones go to the partition.
             await #expect(throws: PSQLError.self) {
                 try await client.query(
-                    "INSERT INTO push_deliveries (job_id, device_id, job_created_at) SELECT job_id, device_id, job_created_at FROM push_deliveries WHERE job_id = \(job) LIMIT 1"
+                    "INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id) SELECT job_id, device_id, job_created_at, app_id FROM push_deliveries WHERE job_id = \(job) LIMIT 1"
                 )
             }
         }

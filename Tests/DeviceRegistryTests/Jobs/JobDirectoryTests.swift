@@ -278,7 +278,7 @@ struct JobEndingTests {
                     }
                     try await Task.sleep(for: .milliseconds(300))  // the cancel is now waiting for the row
                     _ = try await expander.query(
-                        "INSERT INTO push_deliveries (job_id, device_id, job_created_at) SELECT \(job), id, (SELECT created_at FROM push_jobs WHERE id = \(job)) FROM push_devices",
+                        "INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id) SELECT \(job), d.id, j.created_at, j.app_id FROM push_devices d, push_jobs j WHERE j.id = \(job)",
                         logger: testLogger)
                 }
                 try await group.waitForAll()

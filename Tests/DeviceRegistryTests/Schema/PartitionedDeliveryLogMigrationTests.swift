@@ -80,8 +80,8 @@ struct PartitionedDeliveryLogMigrationTests {
             let newID = try await Self.value(
                 client,
                 """
-                INSERT INTO push_deliveries (job_id, device_id, job_created_at)
-                SELECT \(job), (SELECT max(id) FROM push_devices), created_at FROM push_jobs WHERE id = \(job)
+                INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id)
+                SELECT \(job), (SELECT max(id) FROM push_devices), created_at, app_id FROM push_jobs WHERE id = \(job)
                     ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
                 RETURNING id
                 """)
@@ -90,8 +90,8 @@ struct PartitionedDeliveryLogMigrationTests {
             let reinserted = try await Self.value(
                 client,
                 """
-                INSERT INTO push_deliveries (job_id, device_id, job_created_at)
-                SELECT \(job), (SELECT max(id) FROM push_devices), created_at FROM push_jobs WHERE id = \(job) RETURNING id
+                INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id)
+                SELECT \(job), (SELECT max(id) FROM push_devices), created_at, app_id FROM push_jobs WHERE id = \(job) RETURNING id
                 """)
             #expect(reinserted > rows.last?.id ?? .max)
             let refused = try #require(

@@ -188,8 +188,9 @@ struct ConsoleControllerTests {
             func delivered(_ job: Int64, _ device: Int64, _ status: String, at time: String) async throws {
                 try await seed.run(
                     """
-                    INSERT INTO push_deliveries (job_id, device_id, status, attempts, created_at, updated_at, job_created_at)
-                    VALUES (\(job), \(device), \(status), 1, \(time)::timestamptz, \(time)::timestamptz, (SELECT created_at FROM push_jobs WHERE id = \(job)))
+                    INSERT INTO push_deliveries (job_id, device_id, status, attempts, created_at, updated_at, job_created_at, app_id)
+                    SELECT \(job), \(device), \(status), 1, \(time)::timestamptz, \(time)::timestamptz, created_at, app_id
+                      FROM push_jobs WHERE id = \(job)
                     """)
             }
             // 30 seconds: slots of a second.

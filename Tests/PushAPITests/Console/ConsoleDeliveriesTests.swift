@@ -128,13 +128,14 @@ struct ConsoleDeliveriesTests {
                 """)
             try await seed.run(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at)
-                SELECT \(job), id, 'sent', 1, (SELECT created_at FROM push_jobs WHERE id = \(job)) FROM push_devices WHERE app_id = \(fixture.appID) ORDER BY id
+                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at, app_id)
+                SELECT \(job), id, 'sent', 1, (SELECT created_at FROM push_jobs WHERE id = \(job)), app_id
+                  FROM push_devices WHERE app_id = \(fixture.appID) ORDER BY id
                 """)
             try await seed.run(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, job_created_at)
-                SELECT id, 1, 'skipped', created_at FROM push_jobs WHERE id = \(try await seed.job(users: [1]))
+                INSERT INTO push_deliveries (job_id, device_id, status, job_created_at, app_id)
+                SELECT id, 1, 'skipped', created_at, app_id FROM push_jobs WHERE id = \(try await seed.job(users: [1]))
                 """)
             return try await seed.client.query("SELECT id FROM push_deliveries WHERE status = 'sent' ORDER BY id DESC", logger: apiLogger)
                 .collect().map { try $0.decode(Int64.self) }

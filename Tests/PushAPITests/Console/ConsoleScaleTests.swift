@@ -39,12 +39,12 @@ struct ConsoleScaleTests {
             try await seed.run(
                 """
                 INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, attempts, created_at, updated_at,
-                                             job_created_at)
+                                             job_created_at, app_id)
                 SELECT j.id, d.id,
                        CASE WHEN (j.id * 1000 + d.id) % 97 = 0 THEN 'failed' ELSE 'sent' END,
                        CASE WHEN (j.id * 1000 + d.id) % 97 = 0 THEN 'UNREGISTERED' END,
                        CASE WHEN (j.id * 1000 + d.id) % 97 = 0 THEN 'Requested entity was not found.' END,
-                       1, j.created_at, j.created_at, j.created_at
+                       1, j.created_at, j.created_at, j.created_at, j.app_id
                   FROM push_jobs j CROSS JOIN push_devices d
                  WHERE j.app_id = \(fixture.appID) AND d.app_id = \(fixture.appID)
                  ORDER BY j.id, d.id

@@ -82,15 +82,15 @@ struct JobSendsReportTests {
             ] {
                 try await seed.run(
                     """
-                    INSERT INTO push_deliveries (job_id, device_id, status, created_at, updated_at, job_created_at)
-                    VALUES (\(job), \(device), \(status), to_timestamp(\(start + offset)), to_timestamp(\(start + offset)),
-                            (SELECT created_at FROM push_jobs WHERE id = \(job)))
+                    INSERT INTO push_deliveries (job_id, device_id, status, created_at, updated_at, job_created_at, app_id)
+                    SELECT \(job), \(device), \(status), to_timestamp(\(start + offset)), to_timestamp(\(start + offset)), created_at, app_id
+                      FROM push_jobs WHERE id = \(job)
                     """)
             }
             try await seed.run(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, created_at, job_created_at)
-                VALUES (\(other), \(devices[0]), 'sent', to_timestamp(\(start + 5)), (SELECT created_at FROM push_jobs WHERE id = \(other)))
+                INSERT INTO push_deliveries (job_id, device_id, status, created_at, job_created_at, app_id)
+                SELECT \(other), \(devices[0]), 'sent', to_timestamp(\(start + 5)), created_at, app_id FROM push_jobs WHERE id = \(other)
                 """)
             let report = JobSendsReport(client: client, logger: apiLogger)
             let sends = try #require(try await report.sends(job: job))
@@ -144,8 +144,8 @@ struct JobSendsReportTests {
                     """)
                 try await run(
                     """
-                    INSERT INTO push_deliveries (job_id, device_id, status, job_created_at)
-                    SELECT j.id, d.id, 'sent', j.created_at FROM push_jobs j CROSS JOIN push_devices d WHERE d.app_id = \(app)
+                    INSERT INTO push_deliveries (job_id, device_id, status, job_created_at, app_id)
+                    SELECT j.id, d.id, 'sent', j.created_at, j.app_id FROM push_jobs j CROSS JOIN push_devices d WHERE d.app_id = \(app)
                     """)
                 try await run("ANALYZE push_deliveries")
                 var job: Int64 = 0

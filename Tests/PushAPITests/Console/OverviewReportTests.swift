@@ -56,9 +56,10 @@ struct OverviewReportTests {
             // 1,000 deliveries an hour apart, the newest now: 24 of them (and the one exactly a day old) are in the last day.
             try await seed.run(
                 """
-                INSERT INTO push_deliveries (job_id, device_id, status, created_at, updated_at, job_created_at)
+                INSERT INTO push_deliveries (job_id, device_id, status, created_at, updated_at, job_created_at, app_id)
                 SELECT \(job), d.id, 'sent', now() - (1000 - row_number() OVER (ORDER BY d.id)) * interval '1 hour',
-                       now() - (1000 - row_number() OVER (ORDER BY d.id)) * interval '1 hour', (SELECT created_at FROM push_jobs WHERE id = \(job))
+                       now() - (1000 - row_number() OVER (ORDER BY d.id)) * interval '1 hour', (SELECT created_at FROM push_jobs WHERE id = \(job)),
+                       d.app_id
                   FROM push_devices d WHERE d.app_id = \(app) ORDER BY d.id
                 """)
             let report = OverviewReport(client: client, logger: apiLogger)
