@@ -432,7 +432,7 @@ BUSY="machine $(busy_pct "$M0" "$(machine_busy)") % busy, $(busy_secs "$M0" "$(m
 # PostgresNIO binds them; each statement is planned with its values, as unnamed statements are).
 # The unpartitioned schema gets the file as it was before the partitioning migration was
 # committed (or HEAD's while it is not), the query a push-api for that schema runs.
-query_of() {  # query_of < DeliveryLog.swift: prints the SQL with $1..$11 ($9, $10: the job's UTC day; $11: the first day changed since)
+query_of() {  # query_of < DeliveryLog.swift: prints the SQL with $1..$12 ($9, $10: the job's UTC day; $11: the first day changed since; $12: a day from now)
     # The multi-line string literal that starts with SELECT d.id, d.job_id (the one query there).
     awk 'in_q && /"""/ { in_q = 0; if (q ~ /^[[:space:]]*SELECT d\.id, d\.job_id/) { printf "%s", q; exit }; next }
          /^[[:space:]]*"""[[:space:]]*$/ { in_q = 1; q = ""; next }
@@ -440,7 +440,7 @@ query_of() {  # query_of < DeliveryLog.swift: prints the SQL with $1..$11 ($9, $
         sed -e 's/\\(filter\.jobID)/$1/g' -e 's/\\(filter\.userID)/$2/g' -e 's/\\(filter\.appCode)/$3/g' \
             -e 's/\\(filter\.status)/$4/g' -e 's/\\(filter\.since)/$5/g' -e 's/\\(filter\.deviceID)/$6/g' \
             -e 's/\\(cursor)/$7/g' -e 's/\\(limit)/$8/g' -e 's/\\(jobDay?\.lowerBound)/$9/g' -e 's/\\(jobDay?\.upperBound)/$10/g' \
-            -e 's/\\(days\.job?\.lowerBound)/$9/g' -e 's/\\(days\.job?\.upperBound)/$10/g' -e 's/\\(days\.changedFrom)/$11/g'
+            -e 's/\\(days\.job?\.lowerBound)/$9/g' -e 's/\\(days\.job?\.upperBound)/$10/g' -e 's/\\(days\.changedFrom)/$11/g' -e 's/\\(days\.before)/$12/g'
 }
 SQL_NEW=$(query_of <"$DELIVERY_LOG")
 # The console's devices page reads each device's newest deliveries in one statement of its own
@@ -449,7 +449,7 @@ SQL_DEVICES=$(awk 'in_q && /"""/ { in_q = 0; if (q ~ /unnest\(\\\(devices\)/) { 
                    /^[[:space:]]*"""[[:space:]]*$/ { in_q = 1; q = ""; next }
                    in_q { q = q $0 "\n" }' <"$DELIVERY_LOG" |
     sed -e 's/\\(devices)::bigint\[\]/ARRAY[$6]::bigint[]/g' -e 's/\\(each)/$8/g')
-added=$(git log --diff-filter=A --format=%H -- "sql/$PARTITIONING" | tail -n1)
+added=$(git log --diff-filter=A --format=%H -- "Sources/DeviceRegistry/Migrations/$PARTITIONING" | tail -n1)   # sql/ is a link: git knows the file by its own path
 SQL_OLD=$(git show "${added:+$added^}${added:-HEAD}:$DELIVERY_LOG" | query_of)
 for q in "$SQL_NEW" "$SQL_OLD" "$SQL_DEVICES"; do
     [[ -n $q && $q != *'\('* ]] || die "cannot read DeliveryLog.each's query (an interpolation this script does not know?): $q"
@@ -478,10 +478,10 @@ explain_all() {  # explain_all SCHEMA SQL
             || changed=$(on "$s" "SELECT coalesce(quote_literal(push_first_day_changed_since($since)), 'NULL')")
         plan=$(PGOPTIONS="-c client_min_messages=warning -c plan_cache_mode=force_custom_plan" \
             psql "$(db_url "$s")" -X -q -v ON_ERROR_STOP=1 -tA 2>&1 <<EOF
-PREPARE audit(bigint, bigint, text, text, timestamptz, bigint, bigint, bigint, timestamptz, timestamptz, timestamptz) AS $q;
-EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day, $changed);
+PREPARE audit(bigint, bigint, text, text, timestamptz, bigint, bigint, bigint, timestamptz, timestamptz, timestamptz, timestamptz) AS $q;
+EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day, $changed, now() + interval '1 day');
 \\echo ===
-EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day, $changed);
+EXPLAIN (ANALYZE, BUFFERS) EXECUTE audit($ARGS, $day, $changed, now() + interval '1 day');
 EOF
         ) || plan="EXPLAIN failed: $plan"
         # The second run: a session's first statement also fills its catalog caches, which push-api's
