@@ -448,9 +448,10 @@ SQL_NEW=$(query_of <"$DELIVERY_LOG")
 SQL_DEVICES=$(awk 'in_q && /"""/ { in_q = 0; if (q ~ /unnest\(\\\(devices\)/) { printf "%s", q; exit }; next }
                    /^[[:space:]]*"""[[:space:]]*$/ { in_q = 1; q = ""; next }
                    in_q { q = q $0 "\n" }' <"$DELIVERY_LOG" |
-    sed -e 's/\\(devices)::bigint\[\]/ARRAY[$6]::bigint[]/g' -e 's/\\(each)/$8/g')
+    sed -e 's/\\(devices)::bigint\[\]/ARRAY[$6]::bigint[]/g' -e 's/\\(each)/$8/g' -e 's/\\(before)/$12/g')
 added=$(git log --diff-filter=A --format=%H -- "Sources/DeviceRegistry/Migrations/$PARTITIONING" | tail -n1)   # sql/ is a link: git knows the file by its own path
-SQL_OLD=$(git show "${added:+$added^}${added:-HEAD}:$DELIVERY_LOG" | query_of)
+old_rev=${added:+$added^}
+SQL_OLD=$(git show "${old_rev:-HEAD}:$DELIVERY_LOG" | query_of)
 for q in "$SQL_NEW" "$SQL_OLD" "$SQL_DEVICES"; do
     [[ -n $q && $q != *'\('* ]] || die "cannot read DeliveryLog.each's query (an interpolation this script does not know?): $q"
 done

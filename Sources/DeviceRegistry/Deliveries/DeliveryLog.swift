@@ -139,7 +139,8 @@ public struct DeliveryLog: Sendable {
     public func newest(ofDevices devices: [Int64], each: Int) async throws -> [Int64: [DeliveryRecord]] {
         var newest: [Int64: [DeliveryRecord]] = [:]
         guard !devices.isEmpty else { return newest }
-        let rows = try await DatabaseStatement.run(newestStatement(ofDevices: devices, each: each), on: client, logger: logger)
+        let rows = try await DatabaseStatement.run(
+            newestStatement(ofDevices: devices, each: each, before: Date().addingTimeInterval(86_400)), on: client, logger: logger)
         for row in rows {
             let record = Self.record(try row.decode(Row.self))
             newest[record.deviceID, default: []].append(record)
@@ -204,13 +205,15 @@ public struct DeliveryLog: Sendable {
     }
 
     /// ``newest(ofDevices:each:)``'s SQL: each device's index of deliveries walked back, `each`
-    /// rows deep, in every partition.
-    func newestStatement(ofDevices devices: [Int64], each: Int) -> PostgresQuery {
+    /// rows deep, in every partition but the days ahead (as ``Days/before``).
+    func newestStatement(ofDevices devices: [Int64], each: Int, before: Date) -> PostgresQuery {
         """
         SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
                d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at
           FROM unnest(\(devices)::bigint[]) AS p(device_id)
-         CROSS JOIN LATERAL (SELECT * FROM push_deliveries d WHERE d.device_id = p.device_id ORDER BY d.id DESC LIMIT \(each)) d
+         CROSS JOIN LATERAL (SELECT * FROM push_deliveries d
+                             WHERE d.device_id = p.device_id AND d.job_created_at < \(before)
+                             ORDER BY d.id DESC LIMIT \(each)) d
           JOIN push_devices v ON v.id = d.device_id
           JOIN apps a ON a.id = v.app_id
          ORDER BY d.device_id, d.id DESC
