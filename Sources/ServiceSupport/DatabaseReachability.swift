@@ -35,7 +35,7 @@ public enum DatabaseReachability {
     /// `SELECT 1` through `client`, whose `run()` must be going, within `limit` (the pool keeps
     /// retrying the connection meanwhile, so a database restarting is waited for). What `/readyz` asks.
     public static func ping(_ client: PostgresClient, within limit: Duration, logger: Logger) async throws {
-        try await DatabaseDeadline(limit: limit).run { _ = try await client.query("SELECT 1", logger: logger) }
+        try await DatabaseDeadline(limit: limit).run { _ = try await DatabaseStatement.run("SELECT 1", on: client, logger: logger) }
     }
 
     /// Opens one connection of its own and closes it, within `limit`. Not through a pool: a

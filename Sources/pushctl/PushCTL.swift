@@ -93,7 +93,14 @@ extension AsyncParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            let text = DatabaseErrorText.isServerError(error) ? DatabaseErrorText.describe(error) : "\(error)"
+            let text =
+                if DatabaseErrorText.isOutage(error) {
+                    "the database is unavailable: \(DatabaseErrorText.describe(error))"
+                } else if DatabaseErrorText.isServerError(error) {
+                    DatabaseErrorText.describe(error)
+                } else {
+                    "\(error)"
+                }
             FileHandle.standardError.write(Data("pushctl: \(text)\n".utf8))
             throw ExitCode.failure
         }

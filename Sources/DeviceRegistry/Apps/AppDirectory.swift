@@ -59,21 +59,21 @@ public struct AppDirectory: Sendable {
         // The table counts code points (char_length), not grapheme clusters.
         guard (1...200).contains(name.unicodeScalars.count) else { throw AppDirectoryError.invalidName }
         do {
-            let rows = try await client.query(
+            let rows = try await DatabaseStatement.run(
                 """
                 INSERT INTO apps (code, name, fcm_project_id, fcm_client_email, fcm_private_key, fcm_private_key_id)
                 VALUES (\(code), \(name), \(serviceAccount?.projectID), \(serviceAccount?.clientEmail),
                         \(serviceAccount?.privateKeyPEM), \(serviceAccount?.privateKeyID))
                 RETURNING \(unescaped: Self.columns)
-                """, logger: logger)
-            return try await Self.first(rows)!
+                """, on: client, logger: logger)
+            return try Self.first(rows)!
         } catch  where DatabaseErrorText.sqlState(error) == .uniqueViolation {
             throw AppDirectoryError.duplicateCode(code)
         }
     }
 
     public func setCredentials(code: String, serviceAccount: ServiceAccount) async throws -> App {
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             UPDATE apps SET fcm_project_id = \(serviceAccount.projectID),
                             fcm_client_email = \(serviceAccount.clientEmail),
@@ -82,8 +82,8 @@ public struct AppDirectory: Sendable {
                             updated_at = now()
              WHERE code = \(code)
             RETURNING \(unescaped: Self.columns)
-            """, logger: logger)
-        guard let app = try await Self.first(rows) else { throw AppDirectoryError.unknownCode(code) }
+            """, on: client, logger: logger)
+        guard let app = try Self.first(rows) else { throw AppDirectoryError.unknownCode(code) }
         return app
     }
 
@@ -92,31 +92,29 @@ public struct AppDirectory: Sendable {
     public func setRate(code: String, perSecond: Int?) async throws -> App {
         // The column is an integer.
         if let perSecond, !(1...Int(Int32.max)).contains(perSecond) { throw AppDirectoryError.invalidRate(perSecond) }
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             UPDATE apps SET max_sends_per_second = \(perSecond), updated_at = now()
              WHERE code = \(code)
             RETURNING \(unescaped: Self.columns)
-            """, logger: logger)
-        guard let app = try await Self.first(rows) else { throw AppDirectoryError.unknownCode(code) }
+            """, on: client, logger: logger)
+        guard let app = try Self.first(rows) else { throw AppDirectoryError.unknownCode(code) }
         return app
     }
 
     public func list() async throws -> [App] {
-        let rows = try await client.query("SELECT \(unescaped: Self.columns) FROM apps ORDER BY code", logger: logger)
-        var apps: [App] = []
-        for try await row in rows.decode(Row.self) { apps.append(Self.app(row)) }
-        return apps
+        let rows = try await DatabaseStatement.run("SELECT \(unescaped: Self.columns) FROM apps ORDER BY code", on: client, logger: logger)
+        return try rows.map { try Self.app($0.decode(Row.self)) }
     }
 
     public func app(code: String) async throws -> App? {
-        try await Self.first(client.query("SELECT \(unescaped: Self.columns) FROM apps WHERE code = \(code)", logger: logger))
+        try Self.first(
+            await DatabaseStatement.run("SELECT \(unescaped: Self.columns) FROM apps WHERE code = \(code)", on: client, logger: logger))
     }
 
     public func exists(id: Int64) async throws -> Bool {
-        let rows = try await client.query("SELECT EXISTS (SELECT 1 FROM apps WHERE id = \(id))", logger: logger)
-        for try await exists in rows.decode(Bool.self) { return exists }
-        return false
+        let rows = try await DatabaseStatement.run("SELECT EXISTS (SELECT 1 FROM apps WHERE id = \(id))", on: client, logger: logger)
+        return try rows.first?.decode(Bool.self) ?? false
     }
 
     private typealias Row = (Int64, String, String, String?, String?, Bool, Bool, Date, Int?)
@@ -131,8 +129,7 @@ public struct AppDirectory: Sendable {
             hasCredentials: row.5, isProjectProven: row.6, createdAt: row.7, maxSendsPerSecond: row.8)
     }
 
-    private static func first(_ rows: PostgresRowSequence) async throws -> App? {
-        for try await row in rows.decode(Row.self) { return app(row) }
-        return nil
+    private static func first(_ rows: PostgresQueryResult) throws -> App? {
+        try rows.first.map { try app($0.decode(Row.self)) }
     }
 }

@@ -36,4 +36,44 @@ public enum DatabaseStatement {
             return connection.query(query, logger: logger)
         }.get()
     }
+
+    /// Runs `statement`, prepared once per connection (PostgresNIO keeps track), on a connection
+    /// leased from `client` for as long as its rows are read.
+    public static func run<Statement: PostgresPreparedStatement>(_ statement: Statement, on client: PostgresClient, logger: Logger)
+        async throws -> [Statement.Row] where Statement.Row: Sendable
+    {
+        try await client.withConnection { connection in
+            try await run(statement, on: connection, logger: logger)
+        }
+    }
+
+    /// Runs `statement`, prepared once per connection, on a connection the caller holds.
+    public static func run<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Statement.Row] where Statement.Row: Sendable {
+        try await ConnectionLoop(connection.eventLoop).run(statement, on: connection, logger: logger)
+    }
+}
+
+/// A connection's event loop as an actor's executor. Prepared statements have only PostgresNIO's
+/// async API, which writes the statement from the thread it runs on; it is nonisolated(nonsending)
+/// (PostgresNIO is built with NonisolatedNonsendingByDefault), so called from here it runs on the
+/// loop, in the same loop task that saw the channel active, as `DatabaseStatement` requires.
+private actor ConnectionLoop {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { eventLoop.executor.asUnownedSerialExecutor() }
+
+    func run<Statement: PostgresPreparedStatement>(_ statement: Statement, on connection: PostgresConnection, logger: Logger)
+        async throws -> [Statement.Row] where Statement.Row: Sendable
+    {
+        guard !connection.isClosed else { throw DatabaseStatement.ConnectionLost() }
+        var rows: [Statement.Row] = []
+        for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+        return rows
+    }
 }

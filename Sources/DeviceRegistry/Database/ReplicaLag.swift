@@ -15,17 +15,16 @@ public enum ReplicaLag: Sendable, Equatable, CustomStringConvertible {
 
     /// Read on the server `client` connects to: one statement of built-in functions.
     public static func read(_ client: PostgresClient, logger: Logger) async throws -> ReplicaLag {
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             SELECT pg_is_in_recovery(),
                    pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn(),
                    extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8
-            """, logger: logger)
-        for try await (inRecovery, replayedAll, age) in rows.decode((Bool, Bool, Double?).self) {
-            guard inRecovery else { return .notAStandby }
-            return replayedAll ? .caughtUp : .behind(seconds: age.map { max(0, $0) })
+            """, on: client, logger: logger)
+        guard let (inRecovery, replayedAll, age) = try rows.first?.decode((Bool, Bool, Double?).self), inRecovery else {
+            return .notAStandby
         }
-        return .notAStandby
+        return replayedAll ? .caughtUp : .behind(seconds: age.map { max(0, $0) })
     }
 
     /// Seconds behind: 0 when caught up (or not a standby), nil when unknown.

@@ -42,8 +42,10 @@ public struct DeviceDirectory: Sendable {
             userID: userID, appID: appID, registration: registration,
             maximumActiveDevices: maximumActiveDevices)
         let row = try await Self.retryingConflicts(logger: logger) {
-            for try await row in try await execute(statement, logger: logger) { return row }
-            preconditionFailure("push_register_device returns exactly one row")
+            guard let row = try await execute(statement, logger: logger).first else {
+                preconditionFailure("push_register_device returns exactly one row")
+            }
+            return row
         }
         return Self.registered(row)
     }
@@ -72,7 +74,7 @@ public struct DeviceDirectory: Sendable {
     ) async throws -> [Registered] {
         var registered = [Registered?](repeating: nil, count: batch.count)
         let statement = RegisterBatchStatement(batch: batch, maximumActiveDevices: maximumActiveDevices)
-        for try await row in try await execute(statement, logger: logger) {
+        for row in try await execute(statement, logger: logger) {
             registered[Int(row.0) - 1] = Self.registered(row.1)
         }
         let result = registered.compactMap { $0 }
@@ -82,13 +84,14 @@ public struct DeviceDirectory: Sendable {
 
     /// `statement` prepared once per connection, or, where sessions do not last
     /// (``PoolerMode/transaction``), as an unnamed statement: Parse, Bind and Execute in one
-    /// round trip that the pooler keeps on one server session.
+    /// round trip that the pooler keeps on one server session. Either way through
+    /// ``DatabaseStatement``, so a connection the server has just closed fails it at once.
     private func execute<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws
-        -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>
+        -> [Statement.Row] where Statement.Row: Sendable
     {
-        guard !pooler.keepsSessionState else { return try await client.execute(statement, logger: logger) }
+        guard !pooler.keepsSessionState else { return try await DatabaseStatement.run(statement, on: client, logger: logger) }
         let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
-        return try await client.query(query, logger: logger).map { try statement.decodeRow($0) }
+        return try await DatabaseStatement.run(query, on: client, logger: logger).map { try statement.decodeRow($0) }
     }
 
     private static func registered(_ row: RegisterStatement.Row) -> Registered {
@@ -178,7 +181,7 @@ public struct DeviceDirectory: Sendable {
     public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: DeactivationReason = .logout, logger: Logger)
         async throws -> Bool
     {
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             WITH target AS (
                 SELECT id, device_id FROM push_devices WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID)),
@@ -190,15 +193,14 @@ public struct DeviceDirectory: Sendable {
                  WHERE d.user_id = \(userID) AND d.app_id = \(appID) AND d.is_active
                    AND (d.id = t.id OR d.device_id = t.device_id))
             SELECT EXISTS (SELECT 1 FROM target)
-            """, logger: logger)
-        for try await exists in rows.decode(Bool.self) { return exists }
-        return false
+            """, on: client, logger: logger)
+        return try rows.first?.decode(Bool.self) ?? false
     }
 
     /// The app's devices (one user's, when `userID` is given), active ones first, most recently
     /// used first.
     public func devices(appID: Int64, userID: Int64?, limit: Int? = nil, logger: Logger) async throws -> [Device] {
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
                    last_used_at, created_at, deactivated_at, deactivation_reason
@@ -206,14 +208,8 @@ public struct DeviceDirectory: Sendable {
              WHERE app_id = \(appID) AND (\(userID)::bigint IS NULL OR user_id = \(userID))
              ORDER BY is_active DESC, last_used_at DESC, id DESC
              LIMIT \(limit)
-            """, logger: logger)
-        var devices: [Device] = []
-        for try await row in rows.decode(
-            (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self)
-        {
-            devices.append(Self.device(row))
-        }
-        return devices
+            """, on: client, logger: logger)
+        return try rows.map { try Self.device($0.decode(Self.DeviceRow.self)) }
     }
 
     /// One page of a user's devices in an app, active or not.
@@ -234,7 +230,7 @@ public struct DeviceDirectory: Sendable {
     /// rows registered after the walk began, which belong before its first page.
     public func page(appID: Int64, userID: Int64, below cursor: Int64?, limit: Int, logger: Logger) async throws -> Page {
         precondition(limit > 0)
-        let rows = try await client.query(
+        let rows = try await DatabaseStatement.run(
             """
             SELECT id, user_id, app_id, token, token_type, platform, device_id, is_active,
                    last_used_at, created_at, deactivated_at, deactivation_reason
@@ -242,21 +238,16 @@ public struct DeviceDirectory: Sendable {
              WHERE app_id = \(appID) AND user_id = \(userID) AND (\(cursor)::bigint IS NULL OR id < \(cursor))
              ORDER BY id DESC
              LIMIT \(limit + 1)
-            """, logger: logger)
-        var devices: [Device] = []
-        for try await row in rows.decode(
-            (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?).self)
-        {
-            devices.append(Self.device(row))
-        }
+            """, on: client, logger: logger)
+        var devices = try rows.map { try Self.device($0.decode(Self.DeviceRow.self)) }
         guard devices.count > limit else { return Page(devices: devices, nextCursor: nil) }
         devices.removeLast()
         return Page(devices: devices, nextCursor: devices.last?.id)
     }
 
-    private static func device(
-        _ row: (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?)
-    ) -> Device {
+    private typealias DeviceRow = (Int64, Int64, Int64, String, TokenType, Platform, String?, Bool, Date, Date, Date?, DeactivationReason?)
+
+    private static func device(_ row: DeviceRow) -> Device {
         Device(
             id: row.0, userID: row.1, appID: row.2, token: row.3, tokenType: row.4, platform: row.5, deviceID: row.6, isActive: row.7,
             lastUsedAt: row.8, createdAt: row.9, deactivatedAt: row.10, deactivationReason: row.11)

@@ -87,29 +87,29 @@ public struct MigrationRunner: Sendable {
     /// In one transaction under the lock: checks what is recorded, then applies the first file
     /// not applied yet with its record. Returns its version, or nil when nothing is left.
     private func applyNext(on connection: PostgresConnection, logger: Logger) async throws -> String? {
-        try await connection.query("BEGIN", logger: logger)
+        try await DatabaseStatement.run("BEGIN", on: connection, logger: logger)
         let migration: Migration?
         do {
-            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))", logger: logger)
+            try await DatabaseStatement.run("SELECT pg_advisory_xact_lock(\(Self.lockKey))", on: connection, logger: logger)
             migration = try await firstPending(on: connection, logger: logger)
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            _ = try? await DatabaseStatement.run("ROLLBACK", on: connection, logger: logger)
             throw error
         }
         guard let migration else {
-            try await connection.query("COMMIT", logger: logger)
+            try await DatabaseStatement.run("COMMIT", on: connection, logger: logger)
             return nil
         }
         do {
             for statement in SQLScript.statements(migration.sql) {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                try await DatabaseStatement.run(PostgresQuery(unsafeSQL: statement), on: connection, logger: logger)
             }
-            try await connection.query(
+            try await DatabaseStatement.run(
                 "INSERT INTO schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))",
-                logger: logger)
-            try await connection.query("COMMIT", logger: logger)
+                on: connection, logger: logger)
+            try await DatabaseStatement.run("COMMIT", on: connection, logger: logger)
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            _ = try? await DatabaseStatement.run("ROLLBACK", on: connection, logger: logger)
             throw MigrationError.failed(version: migration.version, message: DatabaseErrorText.describe(error))
         }
         // Debug: pushctl migrate already reports what it applied on stdout.
@@ -119,17 +119,16 @@ public struct MigrationRunner: Sendable {
 
     /// The first migration not recorded yet, once every recorded one is known and unedited.
     private func firstPending(on connection: PostgresConnection, logger: Logger) async throws -> Migration? {
-        try await connection.query(
+        try await DatabaseStatement.run(
             """
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version text PRIMARY KEY,
                 checksum text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now())
-            """, logger: logger)
+            """, on: connection, logger: logger)
         var recorded: [String: String] = [:]
-        for try await (version, checksum) in try await connection.query(
-            "SELECT version, checksum FROM schema_migrations", logger: logger
-        ).decode((String, String).self) {
+        for row in try await DatabaseStatement.run("SELECT version, checksum FROM schema_migrations", on: connection, logger: logger) {
+            let (version, checksum) = try row.decode((String, String).self)
             recorded[version] = checksum
         }
         let known = Set(migrations.map(\.version))

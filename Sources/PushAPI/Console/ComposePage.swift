@@ -259,9 +259,8 @@ extension ConsoleController {
         let written = String(decoding: WireJSON.encoded(notification.message), as: UTF8.self)
         let stored = try await deadline.run { () -> String in
             do {
-                for try await text in try await client.query("SELECT \(written)::jsonb::text", logger: logger).decode(String.self) {
-                    return text
-                }
+                let rows = try await DatabaseStatement.run("SELECT \(written)::jsonb::text", on: client, logger: logger)
+                if let text = try rows.first?.decode(String.self) { return text }
             } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
                 // A text PostgreSQL cannot hold (NUL): sending refuses it with the database's message.
             }

@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
@@ -10,18 +11,17 @@ struct ConsoleSignOuts: Sendable {
 
     /// Refuses the session's cookie from now on; rows of cookies that have expired since go.
     func record(_ session: ConsoleSession) async throws {
-        try await client.query(
+        try await DatabaseStatement.run(
             """
             WITH expired AS (DELETE FROM console_sign_outs WHERE expires_at <= now())
             INSERT INTO console_sign_outs (session_id, expires_at) VALUES (\(session.id), \(session.expires))
             ON CONFLICT (session_id) DO NOTHING
-            """, logger: logger)
+            """, on: client, logger: logger)
     }
 
     func contains(_ session: ConsoleSession) async throws -> Bool {
-        let rows = try await client.query(
-            "SELECT EXISTS (SELECT FROM console_sign_outs WHERE session_id = \(session.id))", logger: logger)
-        for try await exists in rows.decode(Bool.self) { return exists }
-        return false
+        let rows = try await DatabaseStatement.run(
+            "SELECT EXISTS (SELECT FROM console_sign_outs WHERE session_id = \(session.id))", on: client, logger: logger)
+        return try rows.first?.decode(Bool.self) ?? false
     }
 }

@@ -114,17 +114,14 @@ struct JobSendsReport: Sendable {
 
     /// nil for an unknown job.
     func sends(job: Int64, now: Date = Date()) async throws -> JobSends? {
-        var span: (start: Date, end: Date)?
-        for try await (start, finished) in try await client.query(Self.spanStatement(job: job), logger: logger).decode((Date, Date?).self) {
-            let end = finished ?? now
-            span = (min(start, end), end)
-        }
-        guard let span else { return nil }
+        let spans = try await DatabaseStatement.run(Self.spanStatement(job: job), on: client, logger: logger)
+        guard let (start, finished) = try spans.first?.decode((Date, Date?).self) else { return nil }
+        let end = finished ?? now
+        let span = (start: min(start, end), end: end)
         let slots = TimeSlots(from: span.start, through: span.end)
         var sends = JobSends(slots: slots, counts: [SendCounts](repeating: SendCounts(), count: slots.count))
-        for try await (slot, status, count) in try await client.query(Self.countsStatement(job: job, slots: slots), logger: logger)
-            .decode((Int, DeliveryStatus, Int).self)
-        {
+        for row in try await DatabaseStatement.run(Self.countsStatement(job: job, slots: slots), on: client, logger: logger) {
+            let (slot, status, count) = try row.decode((Int, DeliveryStatus, Int).self)
             sends.counts[slot].add(status, count)
         }
         return sends

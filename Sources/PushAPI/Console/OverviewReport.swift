@@ -30,14 +30,14 @@ struct OverviewReport: Sendable {
     func activity(now: Date = Date()) async throws -> [AppActivity] {
         var activity = try await AppDirectory(client: client, logger: logger).list().map { AppActivity(app: $0) }
         let index = Dictionary(uniqueKeysWithValues: activity.enumerated().map { ($1.app.id, $0) })
-        for try await (app, active, total) in try await client.query(Self.devicesStatement, logger: logger).decode((Int64, Int, Int).self) {
+        for row in try await DatabaseStatement.run(Self.devicesStatement, on: client, logger: logger) {
+            let (app, active, total) = try row.decode((Int64, Int, Int).self)
             guard let position = index[app] else { continue }
             activity[position].activeDevices = active
             activity[position].inactiveDevices = total - active
         }
-        for try await (app, running, queued, depth, oldestJob, oldestSendAt) in try await client.query(Self.jobsStatement, logger: logger)
-            .decode((Int64, Int, Int, Int, Int64?, Date?).self)
-        {
+        for row in try await DatabaseStatement.run(Self.jobsStatement, on: client, logger: logger) {
+            let (app, running, queued, depth, oldestJob, oldestSendAt) = try row.decode((Int64, Int, Int, Int, Int64?, Date?).self)
             guard let position = index[app] else { continue }
             activity[position].runningJobs = running
             activity[position].queuedJobs = queued
@@ -45,10 +45,8 @@ struct OverviewReport: Sendable {
             if let oldestJob, let oldestSendAt { activity[position].oldestDue = (oldestJob, oldestSendAt) }
         }
         if let first = try await firstDelivery(createdSince: now.addingTimeInterval(-24 * 3600)) {
-            for try await (app, hoursAgo, status, count) in try await client.query(
-                Self.sendsStatement(from: first, now: now), logger: logger
-            )
-            .decode((Int64, Int, DeliveryStatus, Int).self) {
+            for row in try await DatabaseStatement.run(Self.sendsStatement(from: first, now: now), on: client, logger: logger) {
+                let (app, hoursAgo, status, count) = try row.decode((Int64, Int, DeliveryStatus, Int).self)
                 guard let position = index[app], (0..<24).contains(hoursAgo) else { continue }
                 activity[position].hourlySends[hoursAgo].add(status, count)
             }
@@ -108,13 +106,9 @@ struct OverviewReport: Sendable {
     /// of a transaction, which the statement's own `created_at` filter makes up for). About 40
     /// single-row reads of the index instead of reading every delivery's time.
     func firstDelivery(createdSince since: Date) async throws -> Int64? {
-        var bounds: (Int64, Int64)?
-        for try await (low, high) in try await client.query("SELECT min(id), max(id) FROM push_deliveries", logger: logger)
-            .decode((Int64?, Int64?).self)
-        {
-            if let low, let high { bounds = (low, high) }
-        }
-        guard var (low, high) = bounds else { return nil }
+        let bounds = try await DatabaseStatement.run("SELECT min(id), max(id) FROM push_deliveries", on: client, logger: logger)
+        guard case (let lowest?, let highest?)? = try bounds.first?.decode((Int64?, Int64?).self) else { return nil }
+        var (low, high) = (lowest, highest)
         guard let newest = try await firstRow(atOrAbove: high), newest.createdAt >= since else { return nil }
         while low < high {
             let middle = low + (high - low) / 2
@@ -130,9 +124,9 @@ struct OverviewReport: Sendable {
     }
 
     private func firstRow(atOrAbove id: Int64) async throws -> (id: Int64, createdAt: Date)? {
-        let rows = try await client.query(
-            "SELECT id, created_at FROM push_deliveries WHERE id >= \(id) ORDER BY id LIMIT 1", logger: logger)
-        for try await row in rows.decode((Int64, Date).self) { return (row.0, row.1) }
-        return nil
+        let rows = try await DatabaseStatement.run(
+            "SELECT id, created_at FROM push_deliveries WHERE id >= \(id) ORDER BY id LIMIT 1", on: client, logger: logger)
+        guard let (found, createdAt) = try rows.first?.decode((Int64, Date).self) else { return nil }
+        return (found, createdAt)
     }
 }

@@ -1,7 +1,6 @@
 import DeviceRegistry
 import Hummingbird
 import Logging
-import PostgresNIO
 import ServiceSupport
 
 /// Turns every error into the envelope, so no client ever sees Hummingbird's plain-text
@@ -19,23 +18,25 @@ struct ErrorEnvelopeMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             return Self.envelope(for: error.status, message: nil).response()
         } catch {
+            if Self.isDatabaseUnavailable(error) {
+                context.logger.warning("database unavailable", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                return APIError.databaseUnavailable.response()
+            }
             if DatabaseErrorText.isServerError(error) {
                 context.logger.error("database error", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
                 return APIError.internal.response()
-            }
-            if Self.isDatabaseUnavailable(error) {
-                context.logger.warning("database unavailable", metadata: ["push.error": "\(error)"])
-                return APIError.databaseUnavailable.response()
             }
             context.logger.error("unhandled error", metadata: ["push.error": "\(error)"])
             return APIError.internal.response()
         }
     }
 
-    /// PostgresNIO reports an unreachable database as a `PSQLError` without server details (server
-    /// errors are handled before), or as a connection-pool error (circuit breaker open).
+    /// No answer within the deadline, or an outage as ``DatabaseErrorText/isOutage(_:)`` tells
+    /// one: no connection, a lost one (``DatabaseStatement/ConnectionLost`` among them), or the
+    /// server ending the session or out of resources (a session ended by the server is an error
+    /// from the server, 57P01, yet nothing a retry would not cure).
     static func isDatabaseUnavailable(_ error: any Error) -> Bool {
-        error is DatabaseUnavailable || error is PSQLError || DatabaseErrorText.isPoolError(error)
+        error is DatabaseUnavailable || DatabaseErrorText.isOutage(error)
     }
 
     static func envelope(for status: HTTPResponse.Status, message: String?) -> APIError {

@@ -35,6 +35,28 @@ import Testing
         }
     }
 
+    /// A prepared statement is prepared once per connection under its name, its rows come back
+    /// whole and in order, and on a connection the server has ended it fails at once, as a query does.
+    @Test func aPreparedStatementIsPreparedOnceAndFailsAtOnceOnAnEndedConnection() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            #expect(try await DatabaseStatement.run(SeriesStatement(through: 1000), on: client, logger: logger) == Array(1...1000))
+            try await client.withConnection { connection in
+                #expect(try await DatabaseStatement.run(SeriesStatement(through: 2), on: connection, logger: logger) == [1, 2])
+                #expect(try await DatabaseStatement.run(SeriesStatement(through: 3), on: connection, logger: logger) == [1, 2, 3])
+                let prepared = try await DatabaseStatement.run("SELECT name FROM pg_prepared_statements", on: connection, logger: logger)
+                #expect(try prepared.map { try $0.decode(String.self) } == [SeriesStatement.name])
+
+                let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
+                    .decode(Int32.self)
+                try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
+                try await connection.closeFuture.get()
+                await #expect(throws: DatabaseStatement.ConnectionLost.self) {
+                    try await DatabaseStatement.run(SeriesStatement(through: 1), on: connection, logger: logger)
+                }
+            }
+        }
+    }
+
     /// Rows come back whole, in order, and a refused statement is the server's error, its
     /// transaction rolled back.
     @Test func answersAndRefusalsAreThoseOfTheServer() async throws {
@@ -51,6 +73,24 @@ import Testing
             #expect(DatabaseErrorText.sqlState(refused)?.raw == "42703")
             let apps = try await DatabaseStatement.run("SELECT count(*) FROM apps WHERE code = 'kept'", on: client, logger: logger)
             #expect(try apps.first?.decode(Int.self) == 0)
+        }
+    }
+
+    struct SeriesStatement: PostgresPreparedStatement {
+        static let name = "test_series"
+        static let sql = "SELECT g FROM generate_series(1, $1) g"
+        typealias Row = Int
+
+        let through: Int
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(through)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Int.self)
         }
     }
 }
