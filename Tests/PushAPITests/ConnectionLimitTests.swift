@@ -236,74 +236,8 @@ struct ConnectionLimitTests {
     }
 }
 
-/// push-api as operators run it: the built binary in its own process, under `openFilesLimit`
-/// (soft and hard, as `ulimit -n` sets them) when given.
-private struct PushAPIProcess: Sendable {
-    let process: Process
-    let port: Int
-    let logPath: String
-
-    static func start(database url: String, openFilesLimit: Int? = nil, environment: [String: String]) async throws -> PushAPIProcess {
-        let port = try LocalCluster.freePort()
-        let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("push-api-\(UUID().uuidString).log").path
-        try Data().write(to: URL(fileURLWithPath: logPath))
-        let process = Process()
-        let binary = BuiltProduct("push-api").path
-        if let openFilesLimit {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFilesLimit) && exec \"$0\"", binary]
-        } else {
-            process.executableURL = URL(fileURLWithPath: binary)
-        }
-        var variables = ProcessInfo.processInfo.environment
-        variables.merge([
-            "DATABASE_URL": url, "JWT_SECRET": TokenMint.secret, "API_HOST": "127.0.0.1", "API_PORT": "\(port)",
-            "LOG_LEVEL": "info",
-        ]) { $1 }
-        process.environment = variables.merging(environment) { $1 }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        let server = PushAPIProcess(process: process, port: port, logPath: logPath)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            guard process.isRunning else { throw TestFailure("push-api exited: \(server.log)") }
-            if (try? await TestClient.withClient(
-                host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(2)),
-                operation: {
-                    try await $0.get("/healthz").status
-                })) == .ok
-            {
-                return server
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        await server.terminate()
-        throw TestFailure("push-api did not answer /healthz within 30 s: \(server.log)")
-    }
-
-    /// Runs `body`, then stops push-api whatever happened.
-    func whileRunning(_ body: () async throws -> Void) async throws {
-        do {
-            try await body()
-        } catch {
-            await terminate()
-            throw error
-        }
-        await terminate()
-        #expect(!log.contains(" error ") && !log.contains(" critical "), "\(log)")
-    }
-
-    func terminate() async {
-        process.terminate()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
-
+/// What the connection-limit tests read of push-api: its log, descriptors, sockets, memory and CPU.
+extension PushAPIProcess {
     /// The log line saying how connections are bounded.
     var startLine: String { log.split(separator: "\n").first { $0.contains("connections bounded") }.map(String.init) ?? "" }
 
@@ -319,7 +253,7 @@ private struct PushAPIProcess: Sendable {
 
     /// How many of `connections` push-api has accepted and still holds: its sockets (in
     /// /proc/PID/fd) whose peer is one of them (in /proc/net/tcp).
-    func holds(_ connections: [HeldConnection]) -> Int {
+    fileprivate func holds(_ connections: [HeldConnection]) -> Int {
         let directory = "/proc/\(process.processIdentifier)/fd"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         let sockets = Set(
@@ -483,11 +417,6 @@ private struct HeldConnection: Sendable {
         }
         return closedAt
     }
-}
-
-private struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 extension [Duration] {

@@ -1,7 +1,9 @@
 import DeviceRegistry
 import Foundation
+import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOCore
 import PushAPI
 import TestSupport
 import Testing
@@ -47,6 +49,154 @@ struct OutageTests {
             cluster.stop()
             let again = try await client.register(token: "outage-tok", as: token)
             #expect(again.status == .serviceUnavailable)
+        }
+    }
+
+    /// push-api's database sessions are ended every 50 ms for 5 s (pg_terminate_backend, as a
+    /// failover or an operator would) while clients register devices, list them, read the admin
+    /// job list and ask /readyz, each on a connection of its own: every request is answered within
+    /// 10 s, with its success or a 503; once its sessions are left alone every kind succeeds again,
+    /// and SIGTERM ends push-api at once. PostgresNIO alone can hand a statement to a connection
+    /// that has just closed and never answer it (see DatabaseStatement): such a request hung, or
+    /// its caller was answered 503 at the deadline while the statement held its pooled connection
+    /// and push-api's graceful shutdown for good.
+    @Test(.timeLimit(.minutes(2)))
+    func everyRequestIsAnsweredWhilePushAPIsSessionsAreBeingEnded() async throws {
+        let fixture = try await APIFixture.make()
+        let server = try await PushAPIProcess.start(
+            database: fixture.database.url, environment: ["PUSH_ADMIN_TOKEN": ChurnRequest.adminToken])
+        // Hummingbird logs every 5xx answer at error level; the 503s are the answers expected.
+        let expected503: (Substring) -> Bool = { $0.contains(" http.status=503 ") && $0.hasSuffix(" request") }
+        try await server.whileRunning(tolerating: expected503) {
+            for kind in ChurnRequest.allCases {
+                let answer = await kind.send(port: server.port, fixture: fixture, user: 1)
+                #expect(answer.succeeded, "before the sessions are ended: \(answer)")
+            }
+            let churnEnds = ContinuousClock.now + .seconds(5)
+            async let ended = fixture.database.withClient { client in
+                var ended = 0
+                while ContinuousClock.now < churnEnds {
+                    ended += try await count(
+                        client,
+                        """
+                        SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int FROM pg_stat_activity
+                         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                        """)
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                return ended
+            }
+            let answers = await withTaskGroup(of: [ChurnAnswer].self) { group in
+                for lane in 0..<6 {
+                    group.addTask {
+                        var answers: [ChurnAnswer] = []
+                        var sent = 0
+                        while ContinuousClock.now < churnEnds {
+                            let kind = ChurnRequest.allCases[(lane + sent) % ChurnRequest.allCases.count]
+                            answers.append(await kind.send(port: server.port, fixture: fixture, user: Int64(1_000 + lane * 10_000 + sent)))
+                            sent += 1
+                        }
+                        return answers
+                    }
+                }
+                return await group.reduce(into: []) { $0 += $1 }
+            }
+            let sessionsEnded = try await ended
+            #expect(sessionsEnded >= 20, "only \(sessionsEnded) of push-api's sessions were ended")
+            #expect(answers.count >= 40, "only \(answers.count) requests were made")
+            let unanswered = answers.filter { !$0.isSuccessOr503 }
+            #expect(
+                unanswered.isEmpty,
+                "\(unanswered.count) of \(answers.count) requests not answered with success or 503: \(unanswered.prefix(10))")
+
+            // Left alone, push-api's pool reconnects: every kind succeeds again.
+            for kind in ChurnRequest.allCases {
+                var attempt: Int64 = 900_000
+                var answer = await kind.send(port: server.port, fixture: fixture, user: attempt)
+                let until = ContinuousClock.now + .seconds(15)
+                while !answer.succeeded && ContinuousClock.now < until {
+                    try await Task.sleep(for: .milliseconds(200))
+                    attempt += 1
+                    answer = await kind.send(port: server.port, fixture: fixture, user: attempt)
+                }
+                #expect(answer.succeeded, "after the sessions were left alone: \(answer)")
+            }
+            // A statement never answered would also hold push-api's graceful shutdown for good.
+            let exit = await server.terminate()
+            #expect(
+                exit == 0, "push-api \(exit.map { "exited \($0)" } ?? "was still running 10 s after SIGTERM"): \(server.log.suffix(3000))")
+            let served = answers.filter(\.succeeded).count
+            print(
+                "sessions ended \(sessionsEnded) times in 5 s: \(answers.count) requests, \(served) served, \(answers.count - served) 503")
+        }
+    }
+}
+
+/// A request the session-ending test makes, each on a new connection, as a phone or an admin
+/// script does.
+private enum ChurnRequest: CaseIterable, CustomStringConvertible {
+    case register, listDevices, listJobs, readiness
+
+    static let adminToken = "churn-admin-token-0123456789abcdef"
+
+    var description: String {
+        switch self {
+        case .register: "POST /push/devices"
+        case .listDevices: "GET /push/devices"
+        case .listJobs: "GET /admin/jobs"
+        case .readiness: "GET /readyz"
+        }
+    }
+
+    /// Sent as `user` (a registration, a device listing): users differ so that no per-user rate
+    /// limit answers instead of the database.
+    func send(port: Int, fixture: APIFixture, user: Int64) async -> ChurnAnswer {
+        let start = ContinuousClock.now
+        let userHeaders: HTTPFields = [.authorization: "Bearer \(fixture.token(user: user))", .contentType: "application/json"]
+        do {
+            let status = try await TestClient.withClient(host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(10))) {
+                client in
+                switch self {
+                case .register:
+                    let body = ByteBuffer(string: #"{"token":"churn-token-of-user-\#(user)","platform":"android"}"#)
+                    return try await client.post("/push/devices", headers: userHeaders, body: body).status
+                case .listDevices: return try await client.get("/push/devices", headers: userHeaders).status
+                case .listJobs: return try await client.get("/admin/jobs", headers: [.authorization: "Bearer \(Self.adminToken)"]).status
+                case .readiness: return try await client.get("/readyz").status
+                }
+            }
+            return ChurnAnswer(request: self, outcome: .status(status), took: ContinuousClock.now - start)
+        } catch {
+            return ChurnAnswer(request: self, outcome: .failed("\(error)"), took: ContinuousClock.now - start)
+        }
+    }
+}
+
+private struct ChurnAnswer: Sendable, CustomStringConvertible {
+    enum Outcome: Sendable {
+        case status(HTTPResponse.Status)
+        /// No answer: the client's 10 s timeout, or the connection closed without one.
+        case failed(String)
+    }
+
+    let request: ChurnRequest
+    let outcome: Outcome
+    let took: Duration
+
+    var succeeded: Bool {
+        guard case .status(let status) = outcome else { return false }
+        return request == .register ? status == .created || status == .ok : status == .ok
+    }
+
+    var isSuccessOr503: Bool {
+        if case .status(.serviceUnavailable) = outcome { return true }
+        return succeeded
+    }
+
+    var description: String {
+        switch outcome {
+        case .status(let status): "\(request): \(status.code) after \(took)"
+        case .failed(let error): "\(request): no answer after \(took) (\(error))"
         }
     }
 }

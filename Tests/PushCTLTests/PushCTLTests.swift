@@ -204,4 +204,65 @@ struct PushCTLTests {
         #expect(result.status == 0)
         #expect(result.stdout.contains("USAGE:"))
     }
+
+    /// While the database ends pushctl's sessions every 50 ms, every command ends within 20 s:
+    /// done, or exit 1 with one line on stderr saying why (never PostgresNIO's generic text).
+    /// PostgresNIO alone can leave a statement sent to a connection that has just closed
+    /// unanswered for good (see DatabaseStatement), and the command with it.
+    @Test(.timeLimit(.minutes(2)))
+    func everyCommandEndsWhileItsSessionsAreBeingEnded() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        let environment = ["DATABASE_URL": database.url]
+        #expect(try await pushctl.run(["app", "add", "--code", "wowa", "--name", "Wowa"], environment: environment).status == 0)
+        let churnEnds = ContinuousClock.now + .seconds(6)
+        async let ended = database.withClient { client in
+            var ended = 0
+            while ContinuousClock.now < churnEnds {
+                ended += try await count(
+                    client,
+                    """
+                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int FROM pg_stat_activity
+                     WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                    """)
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return ended
+        }
+        let commands = [
+            ["app", "list"], ["app", "set-rate", "--code", "wowa", "--per-second", "50"], ["migrate"],
+            ["app", "set-rate", "--code", "wowa", "--unlimited"],
+        ]
+        // Three operators at once, each running one command after another.
+        let runs = try await withThrowingTaskGroup(of: [(arguments: [String], status: Int32?, log: String)].self) { group in
+            for lane in 0..<3 {
+                group.addTask {
+                    var runs: [(arguments: [String], status: Int32?, log: String)] = []
+                    while ContinuousClock.now < churnEnds {
+                        let arguments = commands[(lane + runs.count) % commands.count]
+                        let process = try pushctl.start(arguments, environment: environment)
+                        let status = await process.exitStatus(within: .seconds(20))
+                        if status == nil { process.signal(SIGKILL) }
+                        runs.append((arguments, status, process.log))
+                    }
+                    return runs
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        let sessionsEnded = try await ended
+        #expect(sessionsEnded >= 5, "only \(sessionsEnded) of pushctl's sessions were ended")
+        for run in runs {
+            let lines = run.log.split(separator: "\n")
+            switch run.status {
+            case 0: break
+            case 1:
+                #expect(
+                    lines.count == 1 && lines[0].hasPrefix("pushctl: ") && !run.log.contains("PSQLError"), "\(run.arguments): \(run.log)")
+            default: Issue.record("\(run.arguments) \(run.status.map { "exited \($0)" } ?? "still running after 20 s"): \(run.log)")
+            }
+        }
+        let failures = runs.filter { $0.status != 0 }.map { $0.log.trimmingCharacters(in: .whitespacesAndNewlines) }
+        print(
+            "pushctl while its sessions were ended \(sessionsEnded) times: \(runs.count) runs, \(failures.count) failed: \(Set(failures))")
+    }
 }
