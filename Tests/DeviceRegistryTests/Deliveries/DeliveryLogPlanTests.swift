@@ -43,11 +43,7 @@ struct DeliveryLogPlanTests {
             for filter in [
                 DeliveryFilter(jobID: job), DeliveryFilter(jobID: job, userID: 7), DeliveryFilter(jobID: job, status: .sent),
             ] {
-                let statement = try #require(try await log.statement(filter, below: nil, limit: 101))
-                var lines: [String] = []
-                let explain = PostgresQuery(
-                    unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + statement.sql, binds: statement.binds)
-                for try await line in try await client.query(explain, logger: testLogger).decode(String.self) { lines.append(line) }
+                let lines = try await Self.plan(of: filter, log: log, client: client)
                 let plan = lines.joined(separator: "\n")
                 // The others are pruned before planning: they are not in the plan at all.
                 let read = lines.filter { $0.contains(" on push_deliveries_") }
@@ -105,17 +101,22 @@ struct DeliveryLogPlanTests {
             let since = try #require(
                 try await client.query("SELECT now() - interval '2 days 2 hours'").decode(Date.self).first { _ in true })
             for filter in [DeliveryFilter(appCode: "small"), DeliveryFilter(status: .failed, since: since)] {
-                let statement = try #require(try await log.statement(filter, below: nil, limit: 101))
-                var lines: [String] = []
-                let explain = PostgresQuery(
-                    unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + statement.sql, binds: statement.binds)
-                for try await line in try await client.query(explain, logger: testLogger).decode(String.self) { lines.append(line) }
-                let plan = lines.joined(separator: "\n")
+                let plan = try await Self.plan(of: filter, log: log, client: client).joined(separator: "\n")
                 let page = try await log.page(filter, below: nil, limit: 100)
                 #expect(!page.deliveries.isEmpty, "\(filter)")
                 #expect(QueryPlan.largestScan(of: "push_deliveries_", in: plan) <= 101, "\(filter):\n\(plan)")
                 #expect(!plan.contains("push_deliveries_\(inTwoDays)"), "the days ahead are left out: \(plan)")
             }
         }
+    }
+
+    /// The audit statement's plan for a page of 100, as EXPLAIN ANALYZE prints it, a line each.
+    static func plan(of filter: DeliveryFilter, log: DeliveryLog, client: PostgresClient) async throws -> [String] {
+        let statement = try #require(try await log.statement(filter, below: nil, limit: 101))
+        let explain = PostgresQuery(
+            unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + statement.sql, binds: statement.binds)
+        var lines: [String] = []
+        for try await line in try await client.query(explain, logger: testLogger).decode(String.self) { lines.append(line) }
+        return lines
     }
 }
