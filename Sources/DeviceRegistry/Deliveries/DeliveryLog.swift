@@ -111,7 +111,7 @@ public struct DeliveryLog: Sendable {
     /// ``statement(_:days:below:limit:)``); nil when no row can match: no such job, or nothing
     /// changed since.
     func statement(_ filter: DeliveryFilter, below cursor: Int64?, limit: Int?) async throws -> PostgresQuery? {
-        var days = Days(before: Date().addingTimeInterval(86_400))
+        var days = Days(before: Days.aDayFromNow())
         if let job = filter.jobID {
             guard let day = try await creationDay(ofJob: job) else { return nil }
             days.job = day
@@ -128,6 +128,9 @@ public struct DeliveryLog: Sendable {
         /// Later than any job's creation: a day from now. The days ahead, created in advance and
         /// empty, are left out of the plan (6 of a log's 39 partitions, each planned otherwise).
         var before: Date
+
+        /// ``before`` for a read starting now.
+        static func aDayFromNow() -> Date { Date().addingTimeInterval(86_400) }
         /// The job's day, with a job filter.
         var job: Range<Date>?
         /// The first day with a row changed since the filter's time, with `since`.
@@ -140,7 +143,7 @@ public struct DeliveryLog: Sendable {
         var newest: [Int64: [DeliveryRecord]] = [:]
         guard !devices.isEmpty else { return newest }
         let rows = try await DatabaseStatement.run(
-            newestStatement(ofDevices: devices, each: each, before: Date().addingTimeInterval(86_400)), on: client, logger: logger)
+            newestStatement(ofDevices: devices, each: each, before: Days.aDayFromNow()), on: client, logger: logger)
         for row in rows {
             let record = Self.record(try row.decode(Row.self))
             newest[record.deviceID, default: []].append(record)
