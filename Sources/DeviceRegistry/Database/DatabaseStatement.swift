@@ -37,6 +37,24 @@ public enum DatabaseStatement {
         }.get()
     }
 
+    /// Runs `query` on a connection leased from `client` and hands `body` its rows as they arrive,
+    /// none held beyond the one being read: a long audit streams in constant memory. The
+    /// connection stays leased until `body` returns.
+    nonisolated(nonsending) public static func stream<Result: Sendable>(
+        _ query: PostgresQuery, on client: PostgresClient, logger: Logger, _ body: (PostgresRowSequence) async throws -> Result
+    ) async throws -> Result {
+        try await client.withConnection { connection in
+            try await stream(query, on: connection, logger: logger, body)
+        }
+    }
+
+    /// Runs `query` on a connection the caller holds and hands `body` its rows as they arrive.
+    nonisolated(nonsending) public static func stream<Result: Sendable>(
+        _ query: PostgresQuery, on connection: PostgresConnection, logger: Logger, _ body: (PostgresRowSequence) async throws -> Result
+    ) async throws -> Result {
+        try await body(ConnectionLoop(connection.eventLoop).query(query, on: connection, logger: logger))
+    }
+
     /// Runs `statement`, prepared once per connection (PostgresNIO keeps track), on a connection
     /// leased from `client` for as long as its rows are read.
     public static func run<Statement: PostgresPreparedStatement>(_ statement: Statement, on client: PostgresClient, logger: Logger)
@@ -55,10 +73,11 @@ public enum DatabaseStatement {
     }
 }
 
-/// A connection's event loop as an actor's executor. Prepared statements have only PostgresNIO's
-/// async API, which writes the statement from the thread it runs on; it is nonisolated(nonsending)
-/// (PostgresNIO is built with NonisolatedNonsendingByDefault), so called from here it runs on the
-/// loop, in the same loop task that saw the channel active, as `DatabaseStatement` requires.
+/// A connection's event loop as an actor's executor. Prepared statements and streamed rows have
+/// only PostgresNIO's async API, which writes the statement from the thread it runs on; it is
+/// nonisolated(nonsending) (PostgresNIO is built with NonisolatedNonsendingByDefault), so called
+/// from here it runs on the loop, in the same loop task that saw the channel active, as
+/// `DatabaseStatement` requires.
 private actor ConnectionLoop {
     let eventLoop: any EventLoop
 
@@ -75,5 +94,11 @@ private actor ConnectionLoop {
         var rows: [Statement.Row] = []
         for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
         return rows
+    }
+
+    /// The rows are read by the caller, wherever it runs: only the statement's write must be here.
+    func query(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> PostgresRowSequence {
+        guard !connection.isClosed else { throw DatabaseStatement.ConnectionLost() }
+        return try await connection.query(query, logger: logger)
     }
 }

@@ -102,9 +102,9 @@ public struct DeliveryLog: Sendable {
         _ body: (DeliveryRecord) async throws -> Void
     ) async throws {
         guard let query = try await statement(filter, below: cursor, limit: limit) else { return }
-        // Streamed, not through DatabaseStatement, which reads every row first.
-        let rows = try await client.query(query, logger: logger)
-        for try await row in rows.decode(Row.self) { try await body(Self.record(row)) }
+        try await DatabaseStatement.stream(query, on: client, logger: logger) { rows in
+            for try await row in rows.decode(Row.self) { try await body(Self.record(row)) }
+        }
     }
 
     /// The audit's SQL with the days it can read looked up first and bound as values (see

@@ -57,6 +57,30 @@ import Testing
         }
     }
 
+    /// Streamed rows come in order as the body reads them, the connection held until it returns;
+    /// on a connection the server has ended the stream fails at once, as a query does.
+    @Test func streamedRowsComeInOrderAndFailAtOnceOnAnEndedConnection() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let read = try await DatabaseStatement.stream("SELECT g FROM generate_series(1, 10000) g", on: client, logger: logger) { rows in
+                var read: [Int] = []
+                for try await g in rows.decode(Int.self) { read.append(g) }
+                return read
+            }
+            #expect(read == Array(1...10000))
+            try await client.withConnection { connection in
+                let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
+                    .decode(Int32.self)
+                try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
+                try await connection.closeFuture.get()
+                await #expect(throws: DatabaseStatement.ConnectionLost.self) {
+                    try await DatabaseStatement.stream("SELECT 1", on: connection, logger: logger) { rows in
+                        for try await _ in rows {}
+                    }
+                }
+            }
+        }
+    }
+
     /// Rows come back whole, in order, and a refused statement is the server's error, its
     /// transaction rolled back.
     @Test func answersAndRefusalsAreThoseOfTheServer() async throws {
