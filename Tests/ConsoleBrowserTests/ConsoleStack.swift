@@ -96,19 +96,12 @@ final class ConsoleStack: Sendable {
                     "JWT_SECRET": "browser-tests-jwt-secret-0123456789abcdef", "LOG_LEVEL": "info",
                 ])
             started.append(api)
+            try await api.waitUntilHealthy(port: port)
             let consoleURL = "http://127.0.0.1:\(port)/console"
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .file(caFile)
             let https = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
             do {
-                var up = false
-                for _ in 0..<100 where !up {
-                    up =
-                        (try? await https.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz"), timeout: .seconds(2)))?.status
-                        == .ok
-                    if !up { try await Task.sleep(for: .milliseconds(100)) }
-                }
-                guard up else { throw StackError("push-api did not start: \(api.log)") }
                 let driver = try await ChromeDriver()
                 let browser: WebDriverSession
                 do {
@@ -135,10 +128,7 @@ final class ConsoleStack: Sendable {
         await browser.end()
         await driver.stop()
         try? await https.shutdown()
-        for product in [api, worker, emulator] {
-            product.signal(SIGTERM)
-            if await product.exitStatus(within: .seconds(10)) == nil { product.signal(SIGKILL) }
-        }
+        for product in [api, worker, emulator] { await product.terminate() }
         try? FileManager.default.removeItem(at: folder)
     }
 

@@ -248,13 +248,13 @@ extension PushAPIProcess {
 
     /// What push-api has open: sockets, event loops' descriptors, files.
     func openFileDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? 0
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(product.pid)/fd").count) ?? 0
     }
 
     /// How many of `connections` push-api has accepted and still holds: its sockets (in
     /// /proc/PID/fd) whose peer is one of them (in /proc/net/tcp).
     fileprivate func holds(_ connections: [HeldConnection]) -> Int {
-        let directory = "/proc/\(process.processIdentifier)/fd"
+        let directory = "/proc/\(product.pid)/fd"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         let sockets = Set(
             names.compactMap { name -> Substring? in
@@ -277,14 +277,14 @@ extension PushAPIProcess {
 
     /// push-api's resident memory in KiB.
     func residentMemory() -> Int {
-        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let status = (try? String(contentsOfFile: "/proc/\(product.pid)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
     /// User and system CPU time push-api has used.
     func cpuTime() -> Duration {
-        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+        guard let stat = try? String(contentsOfFile: "/proc/\(product.pid)/stat", encoding: .utf8),
             let afterName = stat.range(of: ") ")
         else { return .zero }
         // Fields after the name, from the state (field 3): utime and stime are fields 14 and 15.

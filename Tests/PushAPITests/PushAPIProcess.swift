@@ -1,57 +1,27 @@
-import Foundation
-import HummingbirdTesting
 import TestSupport
 import Testing
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// push-api as operators run it: the built binary in its own process, under `openFilesLimit`
 /// (soft and hard, as `ulimit -n` sets them) when given.
 struct PushAPIProcess: Sendable {
-    let process: Process
+    let product: RunningProduct
     let port: Int
-    let logPath: String
 
     static func start(database url: String, openFilesLimit: Int? = nil, environment: [String: String]) async throws -> PushAPIProcess {
         let port = try LocalCluster.freePort()
-        let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("push-api-\(UUID().uuidString).log").path
-        try Data().write(to: URL(fileURLWithPath: logPath))
-        let process = Process()
-        let binary = BuiltProduct("push-api").path
-        if let openFilesLimit {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFilesLimit) && exec \"$0\"", binary]
-        } else {
-            process.executableURL = URL(fileURLWithPath: binary)
+        let product = try BuiltProduct("push-api").start(
+            environment: [
+                "DATABASE_URL": url, "JWT_SECRET": TokenMint.secret, "API_HOST": "127.0.0.1", "API_PORT": "\(port)",
+                "LOG_LEVEL": "info",
+            ].merging(environment) { $1 },
+            openFilesLimit: openFilesLimit)
+        do {
+            try await product.waitUntilHealthy(port: port)
+        } catch {
+            await product.terminate()
+            throw error
         }
-        var variables = ProcessInfo.processInfo.environment
-        variables.merge([
-            "DATABASE_URL": url, "JWT_SECRET": TokenMint.secret, "API_HOST": "127.0.0.1", "API_PORT": "\(port)",
-            "LOG_LEVEL": "info",
-        ]) { $1 }
-        process.environment = variables.merging(environment) { $1 }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        let server = PushAPIProcess(process: process, port: port, logPath: logPath)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
-            guard process.isRunning else { throw TestFailure("push-api exited: \(server.log)") }
-            if (try? await TestClient.withClient(
-                host: "127.0.0.1", port: port, configuration: .init(timeout: .seconds(2)),
-                operation: {
-                    try await $0.get("/healthz").status
-                })) == .ok
-            {
-                return server
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        await server.terminate()
-        throw TestFailure("push-api did not answer /healthz within 30 s: \(server.log)")
+        return PushAPIProcess(product: product, port: port)
     }
 
     /// Runs `body`, then stops push-api whatever happened. Its log must hold no error or critical
@@ -71,17 +41,9 @@ struct PushAPIProcess: Sendable {
     /// SIGTERM, and SIGKILL if push-api has not exited 10 s later. Returns its exit status, nil
     /// when it had to be killed.
     @discardableResult
-    func terminate() async -> Int32? {
-        guard process.isRunning else { return process.terminationStatus }
-        process.terminate()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, SIGKILL)
-        return nil
-    }
+    func terminate() async -> Int32? { await product.terminate() }
 
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var log: String { product.log }
 }
 
 /// A test's own failure, said in a line.

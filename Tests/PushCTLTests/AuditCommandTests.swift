@@ -270,8 +270,7 @@ struct AuditCommandTests {
                 #expect(try await JobDirectory(client: seed.client, logger: Logger(label: "t")).cancel(job) == .cancelled)
             }
         }
-        let status = await watcher.exitStatus(within: .seconds(20))
-        if status == nil { watcher.signal(SIGKILL) }
+        let status = await watcher.exitStatusOrKill(within: .seconds(20))
         #expect(status == (ending == "completed" ? 0 : 1), "\(watcher.log)")
         let progress = watcher.log.split(separator: "\n").filter { $0.hasPrefix("[") }
         let percents = progress.compactMap { line in

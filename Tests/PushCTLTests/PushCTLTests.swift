@@ -240,8 +240,7 @@ struct PushCTLTests {
                     while ContinuousClock.now < churnEnds {
                         let arguments = commands[(lane + runs.count) % commands.count]
                         let process = try pushctl.start(arguments, environment: environment)
-                        let status = await process.exitStatus(within: .seconds(20))
-                        if status == nil { process.signal(SIGKILL) }
+                        let status = await process.exitStatusOrKill(within: .seconds(20))
                         runs.append((arguments, status, process.log))
                     }
                     return runs

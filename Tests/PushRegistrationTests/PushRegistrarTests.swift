@@ -31,7 +31,7 @@ struct PushRegistrarTests {
         var store: FileRegistrationStore { FileRegistrationStore(url: folder.appendingPathComponent("push-registration.json")) }
 
         /// A launch: a new registrar on the install's store, with retries quick enough for a test.
-        func launch(_ api: PushAPIProcess) throws -> PushRegistrar {
+        func launch(_ api: RestartablePushAPI) throws -> PushRegistrar {
             let logger = log.logger()
             let configuration = PushRegistrar.Configuration(
                 baseURL: api.baseURL, platform: .ios, installationID: installationID,
@@ -63,7 +63,7 @@ struct PushRegistrarTests {
     /// Runs `body` with push-api (started unless told), and stops push-api after it, whatever
     /// `body` did.
     static func serving(
-        _ api: PushAPIProcess, started: Bool = true, _ body: (PushAPIProcess) async throws -> Void
+        _ api: RestartablePushAPI, started: Bool = true, _ body: (RestartablePushAPI) async throws -> Void
     ) async throws {
         do {
             if started { try await api.start() }
@@ -110,7 +110,7 @@ struct PushRegistrarTests {
 
     @Test(.timeLimit(.minutes(1)))
     func firstLoginRegistersWithinThreeSeconds() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -142,7 +142,7 @@ struct PushRegistrarTests {
     /// the row is the same one, refreshed (lastUsedAt), not a second one.
     @Test(.timeLimit(.minutes(1)))
     func autoLoginRefreshesTheSameRow() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let first = try install.launch(api)
@@ -168,7 +168,7 @@ struct PushRegistrarTests {
 
     @Test(.timeLimit(.minutes(1)))
     func tokenRefreshReplacesTheRow() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -188,7 +188,7 @@ struct PushRegistrarTests {
 
     @Test(.timeLimit(.minutes(1)))
     func logoutDeactivatesTheRow() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -206,7 +206,7 @@ struct PushRegistrarTests {
 
     @Test(.timeLimit(.minutes(1)))
     func permissionDeniedRegistersNothingUntilAllowed() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -229,7 +229,7 @@ struct PushRegistrarTests {
     /// shows both and deactivates the other phone, never this one.
     @Test(.timeLimit(.minutes(1)))
     func twoDevicesOfOneUser() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let (phone, tablet) = (try Install(), try Install())
             defer {
                 phone.remove()
@@ -271,7 +271,7 @@ struct PushRegistrarTests {
     /// installation id that survives the reinstall (identifierForVendor) it is replaced at once.
     @Test(.timeLimit(.minutes(1)))
     func reinstall() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             for vendorID in [nil, "vendor-id-kept-across-reinstalls"] {
                 let user: Int64 = vendorID == nil ? 42 : 43
                 let before = try Install(installationID: vendorID)
@@ -305,7 +305,7 @@ struct PushRegistrarTests {
     /// with a sign-out first and when the app only signs the new account in.
     @Test(.timeLimit(.minutes(1)))
     func accountSwitchOnOneDevice() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             for announced in [true, false] {
                 let install = try Install()
                 defer { install.remove() }
@@ -333,7 +333,7 @@ struct PushRegistrarTests {
     @Test(.timeLimit(.minutes(1)))
     func offlineThenOnline() async throws {
         // Not started: nothing listens on its port until it is.
-        try await Self.serving(try await PushAPIProcess.onTestDatabase(), started: false) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase(), started: false) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -358,7 +358,7 @@ struct PushRegistrarTests {
         _ = try await TestPostgres.withClient(url: cluster.url()) { client in
             try await MigrationRunner.bundled().run(on: client, logger: registrationTestLogger)
         }
-        let unstarted = try await PushAPIProcess.on(databaseURL: cluster.url())
+        let unstarted = try await RestartablePushAPI.on(databaseURL: cluster.url())
         // The cluster commits without waiting for the WAL and stops as a crash would: the app's
         // row is made durable before it goes.
         _ = try await TestPostgres.withClient(url: cluster.url()) { client in
@@ -385,7 +385,7 @@ struct PushRegistrarTests {
     /// nothing of the user is active, and the registration is never sent.
     @Test(.timeLimit(.minutes(1)))
     func logoutWhileARegistrationIsPending() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase(), started: false) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase(), started: false) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -408,7 +408,7 @@ struct PushRegistrarTests {
     /// it with the access token taken at sign-out, though nobody signs in.
     @Test(.timeLimit(.minutes(1)))
     func aRestartSendsTheLogoutItOwes() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let first = try install.launch(api)
@@ -436,7 +436,7 @@ struct PushRegistrarTests {
     /// the session is restored.
     @Test(.timeLimit(.minutes(1)))
     func aRestartSendsThePendingRegistration() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase(), started: false) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase(), started: false) { api in
             let install = try Install()
             defer { install.remove() }
             let first = try install.launch(api)
@@ -459,7 +459,7 @@ struct PushRegistrarTests {
     /// Logout wins: a token refresh after the logout registers nothing.
     @Test(.timeLimit(.minutes(1)))
     func aLateRefreshAfterLogoutRegistersNothing() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -481,7 +481,7 @@ struct PushRegistrarTests {
     /// one, and the registration goes through.
     @Test(.timeLimit(.minutes(1)))
     func anExpiredAccessTokenIsRefreshedOnce() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)
@@ -503,7 +503,7 @@ struct PushRegistrarTests {
     /// A token push-api refuses (400): given up with push-api's reason, logged, nothing written.
     @Test(.timeLimit(.minutes(1)))
     func aRefusedRegistrationIsGivenUpWithItsReason() async throws {
-        try await Self.serving(try await PushAPIProcess.onTestDatabase()) { api in
+        try await Self.serving(try await RestartablePushAPI.onTestDatabase()) { api in
             let install = try Install()
             defer { install.remove() }
             let registrar = try install.launch(api)

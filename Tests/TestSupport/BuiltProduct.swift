@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 
 #if canImport(Glibc)
@@ -73,22 +74,91 @@ public final class RunningProduct: Sendable {
 
     /// Waits up to `limit` for the exit; nil when still running.
     public func exitStatus(within limit: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + limit
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
-        return process.isRunning ? nil : process.terminationStatus
+        await process.exitStatus(within: limit)
+    }
+
+    /// Waits up to `limit` for the exit; SIGKILL and nil when still running then.
+    public func exitStatusOrKill(within limit: Duration) async -> Int32? {
+        await process.exitStatusOrKill(within: limit)
+    }
+
+    /// SIGTERM, then up to `limit` for the exit, then SIGKILL. Returns the exit status, nil when
+    /// it had to be killed.
+    @discardableResult
+    public func terminate(within limit: Duration = .seconds(10)) async -> Int32? {
+        await process.terminate(within: limit)
     }
 
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Polls GET /healthz on 127.0.0.1:`port` until it answers 200; throws when the product exits
+    /// first or `limit` passes. Its client is its own and shut down before it returns: none of its
+    /// connections stays open to count against the product's connection limit.
+    public func waitUntilHealthy(port: Int, within limit: Duration = .seconds(30)) async throws {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let health = HTTPClientRequest(url: "http://127.0.0.1:\(port)/healthz")
+        let deadline = ContinuousClock.now + limit
+        var problem: String? = "/healthz on port \(port) did not answer 200 within \(limit)"
+        while !Task.isCancelled && ContinuousClock.now < deadline {
+            if let status = await exitStatus(within: .zero) {
+                problem = "exited with status \(status) before /healthz answered"
+                break
+            }
+            if (try? await client.execute(health, timeout: .seconds(2)))?.status == .ok {
+                problem = nil
+                break
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        try? await client.shutdown()
+        if let problem { throw NotHealthy(description: "\(problem): \(log)") }
+    }
+
+    struct NotHealthy: Error, CustomStringConvertible {
+        let description: String
+    }
+}
+
+extension Process {
+    /// Waits up to `limit` for the exit; nil when still running.
+    func exitStatus(within limit: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        return isRunning ? nil : terminationStatus
+    }
+
+    /// Waits up to `limit` for the exit; SIGKILL and nil when still running then.
+    func exitStatusOrKill(within limit: Duration) async -> Int32? {
+        guard let status = await exitStatus(within: limit) else {
+            kill(processIdentifier, SIGKILL)
+            return nil
+        }
+        return status
+    }
+
+    /// SIGTERM, then up to `limit` for the exit, then SIGKILL. Returns the exit status, nil when
+    /// it had to be killed.
+    func terminate(within limit: Duration) async -> Int32? {
+        guard isRunning else { return terminationStatus }
+        kill(processIdentifier, SIGTERM)
+        return await exitStatusOrKill(within: limit)
+    }
 }
 
 extension BuiltProduct {
-    /// Starts the product with its output in a log file (never a pipe: nothing reads it while it runs).
-    public func start(_ arguments: [String] = [], environment: [String: String]) throws -> RunningProduct {
+    /// Starts the product with its output in a log file (never a pipe: nothing reads it while it
+    /// runs), under `openFilesLimit` (soft and hard, as `ulimit -n` sets them) when given.
+    public func start(_ arguments: [String] = [], environment: [String: String], openFilesLimit: Int? = nil) throws -> RunningProduct {
         let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("product-\(UUID().uuidString).log").path
         try Data().write(to: URL(fileURLWithPath: logPath))
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
+        if let openFilesLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(openFilesLimit) && exec \"$0\" \"$@\"", path] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = arguments
+        }
         process.environment = Self.childEnvironment(environment)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = log

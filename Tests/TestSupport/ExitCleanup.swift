@@ -15,15 +15,7 @@ extension ChildServer {
     /// Stops the server (SIGTERM: it closes its connections at once; SIGKILL after 10 s) and
     /// waits for its exit. Its folder and logs stay until `removeFiles()`.
     public func stop() async {
-        let process = childProcess
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        if await childProcess.terminate(within: .seconds(10)) == nil { childProcess.waitUntilExit() }
     }
 }
 

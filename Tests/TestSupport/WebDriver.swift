@@ -333,8 +333,7 @@ public final class ChromeDriver: Sendable {
     }
 
     public func stop() async {
-        process.signal(SIGTERM)
-        if await process.exitStatus(within: .seconds(5)) == nil { process.signal(SIGKILL) }
+        await process.terminate(within: .seconds(5))
     }
 }
 

@@ -7,10 +7,6 @@ import Synchronization
 import TestSupport
 import Testing
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 let registrationTestLogger: Logger = {
     var logger = Logger(label: "push-registration-tests")
     logger.logLevel = .warning
@@ -20,7 +16,7 @@ let registrationTestLogger: Logger = {
 /// push-api as deployed (the executable the suite builds, as a subprocess) on its own database
 /// with one app, on a port chosen up front so that it can be stopped and started again where the
 /// clients point: the tests' network going away and coming back.
-final class PushAPIProcess: Sendable {
+final class RestartablePushAPI: Sendable {
     let databaseURL: String
     let appID: Int64
     let port: Int
@@ -35,17 +31,17 @@ final class PushAPIProcess: Sendable {
     }
 
     /// A fresh database from the suite's throwaway PostgreSQL; push-api not started yet.
-    static func onTestDatabase() async throws -> PushAPIProcess {
+    static func onTestDatabase() async throws -> RestartablePushAPI {
         let database = try await TestPostgres.shared.makeDatabase()
         return try await on(databaseURL: database.url)
     }
 
     /// A database already migrated (the suite's, or a cluster of the test's own).
-    static func on(databaseURL: String) async throws -> PushAPIProcess {
+    static func on(databaseURL: String) async throws -> RestartablePushAPI {
         let appID = try await TestPostgres.withClient(url: databaseURL) { client in
             try await AppDirectory(client: client, logger: registrationTestLogger).add(code: "wowa", name: "Wowa", serviceAccount: nil).id
         }
-        return PushAPIProcess(databaseURL: databaseURL, appID: appID, port: try LocalCluster.freePort())
+        return RestartablePushAPI(databaseURL: databaseURL, appID: appID, port: try LocalCluster.freePort())
     }
 
     /// Starts push-api and waits until it answers /healthz.
@@ -58,14 +54,7 @@ final class PushAPIProcess: Sendable {
                 "REGISTRATIONS_PER_USER_PER_MINUTE": "1000",
             ])
         running.withLock { $0 = product }
-        let health = URLRequest(url: baseURL.appendingPathComponent("healthz"))
-        for _ in 0..<200 {
-            if let (_, response) = try? await URLSession.shared.data(for: health), (response as? HTTPURLResponse)?.statusCode == 200 {
-                return
-            }
-            if await product.exitStatus(within: .milliseconds(50)) != nil { break }
-        }
-        throw PushAPIFailure(description: "push-api did not start: \(product.log)")
+        try await product.waitUntilHealthy(port: port)
     }
 
     /// SIGTERM, and SIGKILL if it has not exited within 10 s.
@@ -74,9 +63,7 @@ final class PushAPIProcess: Sendable {
             defer { running = nil }
             return running
         }
-        guard let product else { return }
-        product.signal(SIGTERM)
-        if await product.exitStatus(within: .seconds(10)) == nil { product.signal(SIGKILL) }
+        await product?.terminate()
     }
 
     func token(user: Int64, expiresIn: TimeInterval = 600) -> String {
@@ -143,8 +130,4 @@ final class PushAPIProcess: Sendable {
         #expect(holds(rows), "rows after \(limit): \(rows)", sourceLocation: sourceLocation)
         return rows
     }
-}
-
-struct PushAPIFailure: Error, CustomStringConvertible {
-    let description: String
 }
