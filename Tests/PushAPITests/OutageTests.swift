@@ -73,19 +73,7 @@ struct OutageTests {
                 #expect(answer.succeeded, "before the sessions are ended: \(answer)")
             }
             let churnEnds = ContinuousClock.now + .seconds(5)
-            async let ended = fixture.database.withClient { client in
-                var ended = 0
-                while ContinuousClock.now < churnEnds {
-                    ended += try await count(
-                        client,
-                        """
-                        SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int FROM pg_stat_activity
-                         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                        """)
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                return ended
-            }
+            async let ended = fixture.database.endSessions(until: churnEnds)
             let answers = await withTaskGroup(of: [ChurnAnswer].self) { group in
                 for lane in 0..<6 {
                     group.addTask {

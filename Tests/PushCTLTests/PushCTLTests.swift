@@ -215,19 +215,7 @@ struct PushCTLTests {
         let environment = ["DATABASE_URL": database.url]
         #expect(try await pushctl.run(["app", "add", "--code", "wowa", "--name", "Wowa"], environment: environment).status == 0)
         let churnEnds = ContinuousClock.now + .seconds(6)
-        async let ended = database.withClient { client in
-            var ended = 0
-            while ContinuousClock.now < churnEnds {
-                ended += try await count(
-                    client,
-                    """
-                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int FROM pg_stat_activity
-                     WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                    """)
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            return ended
-        }
+        async let ended = database.endSessions(until: churnEnds)
         let commands = [
             ["app", "list"], ["app", "set-rate", "--code", "wowa", "--per-second", "50"], ["migrate"],
             ["app", "set-rate", "--code", "wowa", "--unlimited"],

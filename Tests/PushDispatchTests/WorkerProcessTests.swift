@@ -271,17 +271,7 @@ struct WorkerProcessTests {
             let process = try worker.start(environment: environment(fixture, concurrency: 10))
             defer { process.signal(SIGKILL) }
             try await waitForSends(fixture, job, atLeast: 30)
-            try await fixture.database.withClient { client in
-                let until = ContinuousClock.now + .seconds(8)
-                while ContinuousClock.now < until {
-                    try await client.query(
-                        """
-                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                        """)
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-            }
+            try await fixture.database.endSessions(until: .now + .seconds(8))
             let status = try await fixture.finished(job, within: .seconds(90)).status
             #expect(status == "completed", "\(process.log.suffix(3000))")
             process.signal(SIGTERM)

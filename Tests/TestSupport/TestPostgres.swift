@@ -116,6 +116,25 @@ public struct TestDatabase: Sendable {
     public func withClient<T: Sendable>(_ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
         try await TestPostgres.withClient(url: url, body)
     }
+
+    /// Ends every other client session on this database every 50 ms until `deadline`
+    /// (pg_terminate_backend, as a failover or an operator would); how many it ended.
+    @discardableResult
+    public func endSessions(until deadline: ContinuousClock.Instant) async throws -> Int {
+        try await withClient { client in
+            var ended = 0
+            while ContinuousClock.now < deadline {
+                ended += try await count(
+                    client,
+                    """
+                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int FROM pg_stat_activity
+                     WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                    """)
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return ended
+        }
+    }
 }
 
 /// A PostgreSQL cluster from the Debian binaries in a temporary folder, on 127.0.0.1, durability
