@@ -324,7 +324,8 @@ BEGIN
          ORDER BY 2
     LOOP
         EXIT WHEN v_first IS NOT NULL AND v_partition.day::timestamp AT TIME ZONE 'UTC' >= v_first;
-        EXECUTE format('SELECT EXISTS (SELECT FROM %I WHERE updated_at >= $1)', v_partition.relname) INTO v_changed USING since;
+        -- NULL for an empty day: not changed.
+        EXECUTE format('SELECT max(updated_at) >= $1 FROM %I', v_partition.relname) INTO v_changed USING since;
         IF v_changed THEN
             RETURN v_partition.day::timestamp AT TIME ZONE 'UTC';
         END IF;

@@ -110,6 +110,59 @@ struct DeliveryLogPlanTests {
         }
     }
 
+    /// The first day changed since a time of that day is found by the day's updated_at index,
+    /// never by reading the day: its rows lie in the order they were written, the changed ones
+    /// last, and an EXISTS the planner answered with a sequential scan read most of the day (a
+    /// second from disk at 100 million rows). Migration 017 asks each day for max(updated_at).
+    @Test func theFirstDayChangedSinceATimeOfDayIsFoundByIndexAlone() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            try await client.query("INSERT INTO apps (code, name) VALUES ('wowa', 'Wowa')")
+            try await client.query(
+                """
+                INSERT INTO push_devices (user_id, app_id, token, platform)
+                SELECT g, (SELECT id FROM apps), 'plan-token-' || g, 'android' FROM generate_series(1, 20000) g
+                """)
+            try await client.query(
+                "SELECT push_create_delivery_partition((now() AT TIME ZONE 'UTC')::date - g) FROM generate_series(1, 3) g")
+            // Two days back, a campaign at midnight whose 20,000 deliveries changed through the
+            // day, written in that order; the day before it and yesterday hold one delivery each.
+            try await client.query(
+                """
+                INSERT INTO push_jobs (app_id, status, message, audience_complete, created_at, started_at, finished_at)
+                SELECT (SELECT id FROM apps), 'completed', '{}', true, d, d, d + interval '23 hours'
+                  FROM (SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - g * interval '1 day' AS d
+                          FROM generate_series(1, 3) g) days
+                """)
+            try await client.query(
+                """
+                INSERT INTO push_deliveries (job_id, device_id, status, attempts, job_created_at, app_id, updated_at)
+                SELECT j.id, v.id, 'sent', 1, j.created_at, j.app_id, j.created_at + v.id * interval '4 seconds'
+                  FROM push_jobs j JOIN push_devices v
+                    ON CASE WHEN j.created_at = (SELECT min(created_at) FROM push_jobs) + interval '1 day' THEN true ELSE v.id = 1 END
+                 ORDER BY j.created_at, v.id
+                """)
+            try await client.query("ANALYZE push_deliveries")
+            let (day, since) = try #require(
+                try await client.query(
+                    """
+                    SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYYMMDD'), created_at + interval '12 hours'
+                      FROM push_jobs ORDER BY created_at LIMIT 1 OFFSET 1
+                    """
+                ).decode((String, Date).self).first { _ in true })
+            let (found, seqScans, indexScans) = try await DatabaseTransaction.run(client, logger: testLogger) { transaction in
+                let found = try #require(
+                    try await transaction.query("SELECT push_first_day_changed_since(\(since))").rows.first?.decode(Date.self))
+                let scans = try #require(
+                    try await transaction.query(
+                        "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relname = \("push_deliveries_" + day)"
+                    ).rows.first?.decode((Int, Int).self))
+                return (found, scans.0, scans.1)
+            }
+            #expect(found < since && since.timeIntervalSince(found) == 12 * 3600, "the day that holds since: \(found)")
+            #expect(seqScans == 0 && indexScans >= 1, "the day was read by \(seqScans) sequential and \(indexScans) index scans")
+        }
+    }
+
     /// The audit statement's plan for a page of 100, as EXPLAIN ANALYZE prints it, a line each.
     static func plan(of filter: DeliveryFilter, log: DeliveryLog, client: PostgresClient) async throws -> [String] {
         let statement = try #require(try await log.statement(filter, below: nil, limit: 101))
