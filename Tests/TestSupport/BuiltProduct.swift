@@ -31,14 +31,25 @@ public struct BuiltProduct: Sendable {
         public let stderr: String
     }
 
-    /// Runs with the given arguments to completion.
+    /// Runs with the given arguments to completion. Its output goes to files, read once it has
+    /// exited: a pipe's end is reached only when every process holding its write end has closed
+    /// it, and a child another test starts meanwhile inherits those ends, so reading to the end
+    /// waited for that other child's exit (5 s beside a test of a listener that never answers).
     public func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (outPath, errPath) = (folder.appendingPathComponent("stdout"), folder.appendingPathComponent("stderr"))
+        try Data().write(to: outPath)
+        try Data().write(to: errPath)
+        let out = try FileHandle(forWritingTo: outPath)
+        defer { try? out.close() }
+        let err = try FileHandle(forWritingTo: errPath)
+        defer { try? err.close() }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         process.environment = Self.childEnvironment(environment)
-        let out = Pipe()
-        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         let exited = AsyncStream<Int32> { continuation in
@@ -48,13 +59,11 @@ public struct BuiltProduct: Sendable {
             }
         }
         try process.run()
-        // Read both pipes to the end so a chatty child never blocks on a full pipe.
-        async let stdout = Task { out.fileHandleForReading.readDataToEndOfFile() }.value
-        async let stderr = Task { err.fileHandleForReading.readDataToEndOfFile() }.value
-        let (o, e) = await (stdout, stderr)
         var status: Int32 = -1
         for await code in exited { status = code }
-        return Result(status: status, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        return Result(
+            status: status, stdout: (try? String(contentsOf: outPath, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOf: errPath, encoding: .utf8)) ?? "")
     }
 }
 
