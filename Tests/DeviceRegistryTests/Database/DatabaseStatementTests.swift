@@ -14,10 +14,7 @@ import Testing
     @Test func aConnectionTheServerEndedFailsTheStatementAtOnce() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             try await client.withConnection { connection in
-                let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
-                    .decode(Int32.self)
-                try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
-                try await connection.closeFuture.get()
+                try await endFromTheServer(connection, client: client)
                 await #expect(throws: DatabaseStatement.ConnectionLost.self) {
                     try await DatabaseStatement.run("SELECT 1", on: connection, logger: logger)
                 }
@@ -46,10 +43,7 @@ import Testing
                 let prepared = try await DatabaseStatement.run("SELECT name FROM pg_prepared_statements", on: connection, logger: logger)
                 #expect(try prepared.map { try $0.decode(String.self) } == [SeriesStatement.name])
 
-                let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
-                    .decode(Int32.self)
-                try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
-                try await connection.closeFuture.get()
+                try await endFromTheServer(connection, client: client)
                 await #expect(throws: DatabaseStatement.ConnectionLost.self) {
                     try await DatabaseStatement.run(SeriesStatement(through: 1), on: connection, logger: logger)
                 }
@@ -68,10 +62,7 @@ import Testing
             }
             #expect(read == Array(1...10000))
             try await client.withConnection { connection in
-                let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
-                    .decode(Int32.self)
-                try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
-                try await connection.closeFuture.get()
+                try await endFromTheServer(connection, client: client)
                 await #expect(throws: DatabaseStatement.ConnectionLost.self) {
                     try await DatabaseStatement.stream("SELECT 1", on: connection, logger: logger) { rows in
                         for try await _ in rows {}
@@ -98,6 +89,15 @@ import Testing
             let apps = try await DatabaseStatement.run("SELECT count(*) FROM apps WHERE code = 'kept'", on: client, logger: logger)
             #expect(try apps.first?.decode(Int.self) == 0)
         }
+    }
+
+    /// Has the server end `connection`'s session, as a restart or an operator would, and waits
+    /// until its channel is fully closed: the race a statement then loses every time.
+    func endFromTheServer(_ connection: PostgresConnection, client: PostgresClient) async throws {
+        let pid = try #require(try await DatabaseStatement.run("SELECT pg_backend_pid()", on: connection, logger: logger).first)
+            .decode(Int32.self)
+        try await DatabaseStatement.run("SELECT pg_terminate_backend(\(pid))", on: client, logger: logger)
+        try await connection.closeFuture.get()
     }
 
     struct SeriesStatement: PostgresPreparedStatement {
