@@ -140,6 +140,55 @@ struct AudienceExpansionTests {
         }
     }
 
+    /// The queue's statements bind the creation days of the jobs they touch (so that only those
+    /// days' partitions are planned): a job made days ago, beside one made today, still has its
+    /// due retries claimed, its expired chunks taken over, and is completed once all is sent.
+    @Test func aJobMadeDaysAgoIsClaimedTakenOverAndCompletedBesideTodays() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            try await client.query("SELECT push_create_delivery_partition((now() AT TIME ZONE 'UTC')::date - 3)")
+            let (app, old) = try await Self.campaign(client, devices: 100, inactive: [])
+            try await client.query("UPDATE push_jobs SET created_at = now() - interval '3 days' WHERE id = \(old)")
+            let crashed = Self.queue(client, "crashed")
+            let expanded = try await crashed.expandOldestJob(limit: 101)
+            #expect(expanded.claimed.count == 100 && expanded.complete)
+            // Today's job, running beside it.
+            try await client.query(
+                """
+                INSERT INTO push_jobs (app_id, status, message, audience_complete, started_at)
+                VALUES (\(app), 'running', '{}', true, now())
+                """)
+            // Ten were tried and are due again; the worker then crashed with the rest in flight.
+            let retries = expanded.claimed.prefix(10).map {
+                DeliveryQueue.Result(
+                    $0, status: .pending, errorCode: .unavailable, errorMessage: nil, messageID: nil, attempted: true,
+                    nextAttempt: Date())
+            }
+            _ = try await crashed.write(.init(results: retries))
+            // In that day's partition.
+            #expect(
+                try await count(
+                    client,
+                    """
+                    SELECT count(*)::int FROM push_deliveries
+                     WHERE job_id = \(old) AND status = 'pending'
+                       AND tableoid::regclass::text = 'push_deliveries_' || to_char(now() AT TIME ZONE 'UTC' - interval '3 days', 'YYYYMMDD')
+                    """) == 10)
+            try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
+
+            let next = Self.queue(client, "next")
+            let due = try await next.claim(limit: 500, excludingApps: [])
+            #expect(Set(due.map(\.deviceID)) == Set(expanded.claimed.prefix(10).map(\.deviceID)))
+            let taken = try await next.takeOverChunks(room: 500, excludingApps: [])
+            #expect(Set(taken.claimed.map(\.deviceID)) == Set(expanded.claimed.dropFirst(10).map(\.deviceID)))
+            let chunks = Array(Set(taken.claimed.compactMap(\.lease.chunkID)))
+            _ = try await next.write(.init(results: DeliveryQueue.Result.sent(due + taken.claimed), finishedChunks: chunks))
+            try await next.completeFinished([old])
+            let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(old))
+            #expect((summary.status, summary.audience, summary.sent, summary.pending) == (.completed, 100, 100, 0))
+        }
+    }
+
     /// Ending a job settles the chunks nobody holds any more, as it does pending rows; a chunk
     /// still leased is left to its worker. Taken over after the job ended, a chunk's devices are
     /// recorded as the ending says, not sent.
