@@ -35,6 +35,14 @@ public final class DispatchMetrics: Sendable {
                 metricName: "push_oldest_due_job_age", unitName: "seconds", helpText: "age of the oldest due, unfinished job"))
     }
 
+    /// The pause after measuring the queue: 5 s, or 40 times what the measurement took when that
+    /// is longer. Counting the devices of audiences not expanded yet reads each of them (about
+    /// 1 ms per 1,000; 225 ms a measurement during a 200,000-device campaign, measured), so
+    /// the gauges cost each worker at most 2.5 % of a database core however large the campaign.
+    static func pauseAfterMeasuringQueue(took cost: Duration) -> Duration {
+        max(.seconds(5), cost * 40)
+    }
+
     func countSend(app: String, outcome: String, times: Int = 1) {
         let key = SendsKey(app: app, outcome: outcome)
         let counter = sends.withLock { counters in

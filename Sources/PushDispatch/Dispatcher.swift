@@ -505,11 +505,12 @@ public struct Dispatcher: Service {
 
     private func measureQueue() async {
         while !Task.isCancelled {
+            let started = ContinuousClock.now
             if let (pending, age) = try? await queue.depth() {
                 metrics.queueDepth.set(Double(pending))
                 metrics.oldestDueJobAge.set(age)
             }
-            try? await Task.sleep(for: .seconds(5))
+            try? await Task.sleep(for: DispatchMetrics.pauseAfterMeasuringQueue(took: .now - started))
         }
     }
 }
