@@ -376,13 +376,21 @@ struct DeliveryQueue: Sendable {
     }
 
     private func write(_ batch: Outbox.Batch, keepingExistingRows: Bool) async throws -> Set<Int64> {
+        let heldJobs = Set(batch.results.compactMap { if case .row = $0.lease { $0.jobID } else { nil } })
+        let held =
+            heldJobs.isEmpty
+            ? CreationSpan.empty
+            : try await creationSpan(of: "SELECT min(created_at), max(created_at) FROM push_jobs WHERE id = ANY(\(Array(heldJobs)))")
+                ?? .empty
         // Results alone, in one statement (most batches, and every single's): atomic as it is,
         // without BEGIN and COMMIT's two round trips.
         if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty
             && batch.results.count <= Self.resultsPerStatement && !(batch.results.isEmpty && batch.finishedChunks.isEmpty)
         {
             try await run(
-                recordStatement(batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows))
+                recordStatement(
+                    batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows,
+                    heldRowsCreated: held))
             return []
         }
         return try await DatabaseTransaction.run(client, logger: logger) { transaction in
@@ -402,7 +410,9 @@ struct DeliveryQueue: Sendable {
                     let end = min(start + Self.resultsPerStatement, results.count)
                     let chunks = end == results.count ? batch.finishedChunks : []
                     try await transaction.query(
-                        recordStatement(results[start..<end], finishedChunks: chunks, keepingExistingRows: keepingExistingRows))
+                        recordStatement(
+                            results[start..<end], finishedChunks: chunks, keepingExistingRows: keepingExistingRows,
+                            heldRowsCreated: held))
                     start = end
                 } while start < results.count
             }
@@ -429,7 +439,12 @@ struct DeliveryQueue: Sendable {
     /// speculative insertion per row (~2.5 µs of the database's CPU per delivery, measured), and
     /// a row can already exist only after a chunk was taken over, when its previous holder's late
     /// results and the new holder's race. The caller writes that rare batch again with it.
-    func recordStatement(_ results: ArraySlice<Result>, finishedChunks: [Int64], keepingExistingRows: Bool) -> PostgresQuery {
+    ///
+    /// `heldRowsCreated` spans the held rows' jobs: the update is planned for those days'
+    /// partitions alone, and for none when the batch holds no row (a campaign's first attempts).
+    func recordStatement(
+        _ results: ArraySlice<Result>, finishedChunks: [Int64], keepingExistingRows: Bool, heldRowsCreated held: CreationSpan
+    ) -> PostgresQuery {
         var rowIDs: [Int64] = []
         var jobs: [Int64] = []
         var devices: [Int64] = []
@@ -458,7 +473,14 @@ struct DeliveryQueue: Sendable {
                        AS r(row_id, job_id, device_id, status, code, message, message_id, attempted, next_attempt, lease_owner)
                   JOIN push_jobs j ON j.id = r.job_id),
             held(id) AS (SELECT unnest(\(heldRows)::bigint[])),
-            \(unescaped: heldRows.isEmpty ? "" : Self.updateHeldRows)
+            updated AS (
+                UPDATE push_deliveries d
+                   SET status = r.status, error_code = r.code, error_message = r.message, fcm_message_id = r.message_id,
+                       attempts = d.attempts + r.attempted, next_attempt_at = r.next_attempt, lease_owner = NULL, updated_at = now()
+                  FROM r
+                 WHERE d.id IN (SELECT id FROM held) AND d.id = r.row_id AND d.job_created_at = r.job_created_at
+                   AND d.job_created_at BETWEEN \(held.earliest) AND \(held.latest)
+                   AND d.lease_owner = r.lease_owner),
             finished AS (
                 DELETE FROM push_job_chunks WHERE id = ANY(\(finishedChunks)::bigint[]) AND lease_owner = \(worker))
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, fcm_message_id, attempts, next_attempt_at,
@@ -469,19 +491,6 @@ struct DeliveryQueue: Sendable {
             \(unescaped: keepingExistingRows ? "ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING" : "")
             """
     }
-
-    /// The held rows' part of ``recordStatement(_:finishedChunks:keepingExistingRows:)``, left out
-    /// when a batch has none (a campaign's first attempts): the update is planned for every day's
-    /// partition (about 1.4 ms a batch with 39 of them, measured), the insert is not.
-    private static let updateHeldRows = """
-        updated AS (
-            UPDATE push_deliveries d
-               SET status = r.status, error_code = r.code, error_message = r.message, fcm_message_id = r.message_id,
-                   attempts = d.attempts + r.attempted, next_attempt_at = r.next_attempt, lease_owner = NULL, updated_at = now()
-              FROM r
-             WHERE d.id IN (SELECT id FROM held) AND d.id = r.row_id AND d.job_created_at = r.job_created_at
-               AND d.lease_owner = r.lease_owner),
-        """
 
     /// Keeps this worker's leases alive while their sends are in flight.
     func heartbeat(_ leases: [Lease]) async throws {
@@ -586,6 +595,14 @@ struct DeliveryQueue: Sendable {
             self.earliest = earliest.addingTimeInterval(-1)
             self.latest = latest.addingTimeInterval(1)
         }
+
+        private init(bounds earliest: Date, _ latest: Date) {
+            self.earliest = earliest
+            self.latest = latest
+        }
+
+        /// No job at all: a statement bound by it plans no partition.
+        static let empty = CreationSpan(bounds: Date(timeIntervalSince1970: 1), Date(timeIntervalSince1970: 0))
     }
 
     /// The span of the jobs a `min(created_at), max(created_at)` query finds; nil for none.
