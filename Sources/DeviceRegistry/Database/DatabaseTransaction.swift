@@ -4,8 +4,7 @@ import PostgresNIO
 /// A transaction on one leased connection, in place of `PostgresClient.withTransaction`, whose
 /// statements PostgresNIO can leave unanswered on a connection that has just closed (see
 /// ``DatabaseStatement``): its ROLLBACK or COMMIT after the database went away hung the
-/// worker's writer for good. A lost connection leaves the rollback to the server, which ends a
-/// transaction with its session; after a server error the connection is alive and rolls back.
+/// worker's writer for good.
 public struct DatabaseTransaction: Sendable {
     let connection: PostgresConnection
     let logger: Logger
@@ -15,18 +14,28 @@ public struct DatabaseTransaction: Sendable {
         _ body: (DatabaseTransaction) async throws -> T
     ) async throws -> T {
         try await client.withConnection { connection in
-            let transaction = DatabaseTransaction(connection: connection, logger: logger)
-            try await transaction.query("BEGIN")
-            do {
-                let value = try await body(transaction)
-                try await transaction.query("COMMIT")
-                return value
-            } catch {
-                if DatabaseErrorText.isServerError(error) {
-                    _ = try? await transaction.query("ROLLBACK")
-                }
-                throw error
-            }
+            try await run(on: connection, logger: logger, body)
+        }
+    }
+
+    /// A transaction on a connection the caller holds (a session-level lock, a run of several).
+    /// Whatever ends the body (a refused statement, an error of the caller's own, cancellation),
+    /// the transaction is rolled back before the error goes on: the connection must not carry it
+    /// into its next lease, holding its locks. On a lost connection the rollback fails at once
+    /// and the server has ended the transaction with the session.
+    nonisolated(nonsending) public static func run<T: Sendable>(
+        on connection: PostgresConnection, logger: Logger,
+        _ body: (DatabaseTransaction) async throws -> T
+    ) async throws -> T {
+        let transaction = DatabaseTransaction(connection: connection, logger: logger)
+        try await transaction.query("BEGIN")
+        do {
+            let value = try await body(transaction)
+            try await transaction.query("COMMIT")
+            return value
+        } catch {
+            _ = try? await transaction.query("ROLLBACK")
+            throw error
         }
     }
 
