@@ -87,47 +87,42 @@ public struct MigrationRunner: Sendable {
     /// In one transaction under the lock: checks what is recorded, then applies the first file
     /// not applied yet with its record. Returns its version, or nil when nothing is left.
     private func applyNext(on connection: PostgresConnection, logger: Logger) async throws -> String? {
-        try await DatabaseStatement.run("BEGIN", on: connection, logger: logger)
-        let migration: Migration?
+        var applying: Migration?
+        let applied: String?
         do {
-            try await DatabaseStatement.run("SELECT pg_advisory_xact_lock(\(Self.lockKey))", on: connection, logger: logger)
-            migration = try await firstPending(on: connection, logger: logger)
-        } catch {
-            _ = try? await DatabaseStatement.run("ROLLBACK", on: connection, logger: logger)
-            throw error
-        }
-        guard let migration else {
-            try await DatabaseStatement.run("COMMIT", on: connection, logger: logger)
-            return nil
-        }
-        do {
-            for statement in SQLScript.statements(migration.sql) {
-                try await DatabaseStatement.run(PostgresQuery(unsafeSQL: statement), on: connection, logger: logger)
+            applied = try await DatabaseTransaction.run(on: connection, logger: logger) { transaction in
+                try await transaction.query("SELECT pg_advisory_xact_lock(\(Self.lockKey))")
+                guard let migration = try await firstPending(in: transaction) else { return nil }
+                applying = migration
+                for statement in SQLScript.statements(migration.sql) {
+                    try await transaction.query(PostgresQuery(unsafeSQL: statement))
+                }
+                try await transaction.query(
+                    "INSERT INTO schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))")
+                return migration.version
             }
-            try await DatabaseStatement.run(
-                "INSERT INTO schema_migrations (version, checksum) VALUES (\(migration.version), \(migration.checksum))",
-                on: connection, logger: logger)
-            try await DatabaseStatement.run("COMMIT", on: connection, logger: logger)
         } catch {
-            _ = try? await DatabaseStatement.run("ROLLBACK", on: connection, logger: logger)
-            throw MigrationError.failed(version: migration.version, message: DatabaseErrorText.describe(error))
+            guard let applying else { throw error }
+            throw MigrationError.failed(version: applying.version, message: DatabaseErrorText.describe(error))
         }
-        // Debug: pushctl migrate already reports what it applied on stdout.
-        logger.debug("migration applied", metadata: ["push.migration": "\(migration.version)"])
-        return migration.version
+        if let applied {
+            // Debug: pushctl migrate already reports what it applied on stdout.
+            logger.debug("migration applied", metadata: ["push.migration": "\(applied)"])
+        }
+        return applied
     }
 
     /// The first migration not recorded yet, once every recorded one is known and unedited.
-    private func firstPending(on connection: PostgresConnection, logger: Logger) async throws -> Migration? {
-        try await DatabaseStatement.run(
+    private func firstPending(in transaction: DatabaseTransaction) async throws -> Migration? {
+        try await transaction.query(
             """
             CREATE TABLE IF NOT EXISTS schema_migrations (
                 version text PRIMARY KEY,
                 checksum text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now())
-            """, on: connection, logger: logger)
+            """)
         var recorded: [String: String] = [:]
-        for row in try await DatabaseStatement.run("SELECT version, checksum FROM schema_migrations", on: connection, logger: logger) {
+        for row in try await transaction.query("SELECT version, checksum FROM schema_migrations") {
             let (version, checksum) = try row.decode((String, String).self)
             recorded[version] = checksum
         }
