@@ -31,39 +31,18 @@ public struct BuiltProduct: Sendable {
         public let stderr: String
     }
 
-    /// Runs with the given arguments to completion. Its output goes to files, read once it has
-    /// exited: a pipe's end is reached only when every process holding its write end has closed
-    /// it, and a child another test starts meanwhile inherits those ends, so reading to the end
-    /// waited for that other child's exit (5 s beside a test of a listener that never answers).
+    /// Runs with the given arguments to completion; its output is read once it has exited.
     public func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("run-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let (outPath, errPath) = (folder.appendingPathComponent("stdout"), folder.appendingPathComponent("stderr"))
-        try Data().write(to: outPath)
-        try Data().write(to: errPath)
-        let out = try FileHandle(forWritingTo: outPath)
-        defer { try? out.close() }
-        let err = try FileHandle(forWritingTo: errPath)
-        defer { try? err.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.environment = Self.childEnvironment(environment)
-        process.standardOutput = out
-        process.standardError = err
-        let exited = AsyncStream<Int32> { continuation in
-            process.terminationHandler = {
-                continuation.yield($0.terminationStatus)
-                continuation.finish()
-            }
+        let (out, err) = (try OutputFile("run-stdout"), try OutputFile("run-stderr"))
+        defer {
+            out.remove()
+            err.remove()
         }
-        try process.run()
+        let (_, exited) = try Process.started(
+            path, arguments, environment: Self.childEnvironment(environment), output: out.handle, errors: err.handle)
         var status: Int32 = -1
         for await code in exited { status = code }
-        return Result(
-            status: status, stdout: (try? String(contentsOf: outPath, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOf: errPath, encoding: .utf8)) ?? "")
+        return Result(status: status, stdout: out.text, stderr: err.text)
     }
 }
 
@@ -158,21 +137,11 @@ extension BuiltProduct {
     /// Starts the product with its output in a log file (never a pipe: nothing reads it while it
     /// runs), under `openFilesLimit` (soft and hard, as `ulimit -n` sets them) when given.
     public func start(_ arguments: [String] = [], environment: [String: String], openFilesLimit: Int? = nil) throws -> RunningProduct {
-        let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("product-\(UUID().uuidString).log").path
-        try Data().write(to: URL(fileURLWithPath: logPath))
-        let process = Process()
-        if let openFilesLimit {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -n \(openFilesLimit) && exec \"$0\" \"$@\"", path] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-        }
-        process.environment = Self.childEnvironment(environment)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
-        return RunningProduct(process: process, logPath: logPath)
+        let log = try OutputFile("product")
+        let (executable, arguments) =
+            openFilesLimit.map { ("/bin/sh", ["-c", "ulimit -n \($0) && exec \"$0\" \"$@\"", path] + arguments) } ?? (path, arguments)
+        let (process, _) = try Process.started(
+            executable, arguments, environment: Self.childEnvironment(environment), output: log.handle, errors: log.handle)
+        return RunningProduct(process: process, logPath: log.url.path)
     }
 }

@@ -19,25 +19,11 @@ public enum Subprocess {
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         directory: String? = nil, timeLimit: Duration
     ) async throws -> Run {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("subprocess-\(UUID().uuidString).log")
-        try Data().write(to: log)
-        defer { try? FileManager.default.removeItem(at: log) }
-        let handle = try FileHandle(forWritingTo: log)
-        defer { try? handle.close() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        process.standardOutput = handle
-        process.standardError = handle
-        let exited = AsyncStream<Int32> { continuation in
-            process.terminationHandler = {
-                continuation.yield($0.terminationStatus)
-                continuation.finish()
-            }
-        }
-        try process.run()
+        let log = try OutputFile("subprocess")
+        defer { log.remove() }
+        let (process, exited) = try Process.started(
+            executable, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+            directory: directory, output: log.handle, errors: log.handle)
         let status = await withTaskGroup(of: Int32?.self) { group in
             group.addTask { await exited.first { _ in true } }
             group.addTask {
@@ -48,11 +34,57 @@ public enum Subprocess {
             group.cancelAll()
             return first
         }
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         guard let status else {
             process.terminate()
-            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), output: output)
+            throw TimedOut(command: ([executable] + arguments).joined(separator: " "), output: log.text)
         }
-        return Run(status: status, output: output)
+        return Run(status: status, output: log.text)
+    }
+}
+
+/// An empty file for a child's output. A file, never a pipe: a pipe's end comes only when every
+/// process holding its write end has closed it, and a child another test starts meanwhile
+/// inherits those ends, so reading to the end would wait for that other child too.
+struct OutputFile {
+    let url: URL
+    let handle: FileHandle
+
+    init(_ prefix: String) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString).log")
+        try Data().write(to: url)
+        handle = try FileHandle(forWritingTo: url)
+    }
+
+    /// What the child wrote; read once it has exited.
+    var text: String { (try? String(contentsOf: url, encoding: .utf8)) ?? "" }
+
+    func remove() {
+        try? handle.close()
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
+extension Process {
+    /// Starts `executable` with exactly `environment`, its output to these handles; `exited`
+    /// yields its exit status once it has ended.
+    static func started(
+        _ executable: String, _ arguments: [String], environment: [String: String], directory: String? = nil,
+        output: FileHandle, errors: FileHandle
+    ) throws -> (process: Process, exited: AsyncStream<Int32>) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = environment
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        process.standardOutput = output
+        process.standardError = errors
+        let exited = AsyncStream<Int32> { continuation in
+            process.terminationHandler = {
+                continuation.yield($0.terminationStatus)
+                continuation.finish()
+            }
+        }
+        try process.run()
+        return (process, exited)
     }
 }
