@@ -22,7 +22,8 @@ public struct DatabaseTransaction: Sendable {
     /// Whatever ends the body (a refused statement, an error of the caller's own, cancellation),
     /// the transaction is rolled back before the error goes on: the connection must not carry it
     /// into its next lease, holding its locks. On a lost connection the rollback fails at once
-    /// and the server has ended the transaction with the session.
+    /// (the server has ended the transaction with the session); a connection that fails to roll
+    /// back is closed.
     nonisolated(nonsending) public static func run<T: Sendable>(
         on connection: PostgresConnection, logger: Logger,
         _ body: (DatabaseTransaction) async throws -> T
@@ -34,7 +35,12 @@ public struct DatabaseTransaction: Sendable {
             try await transaction.query("COMMIT")
             return value
         } catch {
-            _ = try? await transaction.query("ROLLBACK")
+            do {
+                try await transaction.query("ROLLBACK")
+            } catch {
+                // Still in the transaction, or gone: either way the pool must not lease it again.
+                try? await connection.close()
+            }
             throw error
         }
     }
