@@ -146,9 +146,16 @@ struct AudienceExpansionTests {
     @Test func aJobMadeDaysAgoIsClaimedTakenOverAndCompletedBesideTodays() async throws {
         let database = try await TestPostgres.shared.makeDatabase()
         try await database.withClient { client in
-            try await client.query("SELECT push_create_delivery_partition((now() AT TIME ZONE 'UTC')::date - 3)")
             let (app, old) = try await Self.campaign(client, devices: 100, inactive: [])
-            try await client.query("UPDATE push_jobs SET created_at = now() - interval '3 days' WHERE id = \(old)")
+            // Noon three days ago, its day's partition made from the job's own time (no midnight
+            // passes between two readings of the clock).
+            try await client.query(
+                """
+                UPDATE push_jobs SET created_at = (((now() AT TIME ZONE 'UTC')::date - 3) + time '12:00') AT TIME ZONE 'UTC'
+                 WHERE id = \(old)
+                """)
+            try await client.query(
+                "SELECT push_create_delivery_partition((created_at AT TIME ZONE 'UTC')::date) FROM push_jobs WHERE id = \(old)")
             let crashed = Self.queue(client, "crashed")
             let expanded = try await crashed.expandOldestJob(limit: 101)
             #expect(expanded.claimed.count == 100 && expanded.complete)
@@ -170,9 +177,9 @@ struct AudienceExpansionTests {
                 try await count(
                     client,
                     """
-                    SELECT count(*)::int FROM push_deliveries
-                     WHERE job_id = \(old) AND status = 'pending'
-                       AND tableoid::regclass::text = 'push_deliveries_' || to_char(now() AT TIME ZONE 'UTC' - interval '3 days', 'YYYYMMDD')
+                    SELECT count(*)::int FROM push_deliveries d JOIN push_jobs j ON j.id = d.job_id
+                     WHERE d.job_id = \(old) AND d.status = 'pending'
+                       AND d.tableoid::regclass::text = 'push_deliveries_' || to_char(j.created_at AT TIME ZONE 'UTC', 'YYYYMMDD')
                     """) == 10)
             try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
 
