@@ -112,7 +112,7 @@ struct DeliveryQueue: Sendable {
 
     /// Takes the next `limit` devices of a job's audience as chunks leased to this worker: no
     /// delivery row is written until each device's result is (``record(_:finishedChunks:deactivate:)``).
-    /// A crashed worker's chunks are taken over when the lease runs out (``claim(limit:excludingApps:)``).
+    /// A crashed worker's chunks are taken over when the lease runs out (``takeOverChunks(room:excludingApps:)``).
     /// `complete`: nothing of the audience is left to expand (or the job ended).
     func expandAndClaim(_ audience: Audience, limit: Int) async throws -> (claimed: [Claimed], complete: Bool) {
         let rows = try await run(expandStatement(audience, limit: limit))
@@ -383,7 +383,7 @@ struct DeliveryQueue: Sendable {
             : try await creationSpan(of: "SELECT min(created_at), max(created_at) FROM push_jobs WHERE id = ANY(\(Array(heldJobs)))")
                 ?? .empty
         // Results alone, in one statement (most batches, and every single's): atomic as it is,
-        // without BEGIN and COMMIT's two round trips.
+        // without BEGIN and COMMIT's two round trips (retried rows' jobs' span read first).
         if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty
             && batch.results.count <= Self.resultsPerStatement && !(batch.results.isEmpty && batch.finishedChunks.isEmpty)
         {
@@ -586,7 +586,8 @@ struct DeliveryQueue: Sendable {
     /// timestamp's microseconds only to within rounding). push_deliveries is partitioned by its
     /// job's creation day: a statement that binds this span as `job_created_at BETWEEN` values is
     /// planned for those days' partitions alone, where a bound by join or subquery is planned for
-    /// every day kept (10–20 ms a statement at 39 partitions, on every claim and every write).
+    /// every day kept (9–19 ms for the claim, the takeover and the completion, 1.4 ms for the
+    /// update of held rows, at 39 partitions, on every claim and every write).
     struct CreationSpan: Sendable {
         let earliest: Date
         let latest: Date
@@ -601,7 +602,8 @@ struct DeliveryQueue: Sendable {
             self.latest = latest
         }
 
-        /// No job at all: a statement bound by it plans no partition.
+        /// No job at all: its bounds contradict each other, and PostgreSQL (its default
+        /// `constraint_exclusion = partition`) plans no partition for a statement bound by it.
         static let empty = CreationSpan(bounds: Date(timeIntervalSince1970: 1), Date(timeIntervalSince1970: 0))
     }
 
