@@ -10,6 +10,9 @@ struct DeliveryQueue: Sendable {
     let worker: String
     let lease: Duration
     let logger: Logger
+    /// The queue's fixed statements (``QueueStatement``) are prepared unless a transaction
+    /// pooler stands between: then they go unnamed.
+    var pooler: PoolerMode = .session
 
     /// A due job with audience left to expand, and what its expansion reads.
     struct Audience: Sendable {
@@ -25,8 +28,7 @@ struct DeliveryQueue: Sendable {
     /// Which of these jobs are still running.
     func running(_ jobIDs: [Int64]) async throws -> Set<Int64> {
         var running: Set<Int64> = []
-        let rows = try await run("SELECT id FROM push_jobs WHERE id = ANY(\(jobIDs)) AND status = 'running'")
-        for row in rows { try running.insert(row.decode(Int64.self)) }
+        for row in try await run(RunningJobsStatement(jobIDs)) { try running.insert(row.decode(Int64.self)) }
         return running
     }
 
@@ -36,17 +38,7 @@ struct DeliveryQueue: Sendable {
         excludingApps paused: [Int64], excludingJobs ended: [Int64], priority: JobPriority? = nil,
         limit: Int
     ) async throws -> [Audience] {
-        let rows = try await run(
-            """
-            SELECT j.id, j.app_id, j.user_ids, j.platforms, j.priority, a.max_sends_per_second IS NOT NULL
-              FROM push_jobs j JOIN apps a ON a.id = j.app_id
-             WHERE j.status IN ('queued', 'running') AND NOT j.audience_complete AND j.send_at <= now()
-               AND (j.expires_at IS NULL OR j.expires_at > now())
-               AND (\(priority?.rawValue)::text IS NULL OR j.priority = \(priority?.rawValue))
-               AND NOT (j.app_id = ANY(\(paused)::bigint[])) AND NOT (j.id = ANY(\(ended)::bigint[]))
-             ORDER BY push_priority_rank(j.priority), j.send_at, j.id
-             LIMIT \(limit)
-            """)
+        let rows = try await run(UnexpandedJobsStatement(priority: priority, excludingApps: paused, excludingJobs: ended, limit: limit))
         var jobs: [Audience] = []
         for row in rows {
             let (job, app, users, platforms, priority, capped) = try row.decode(
@@ -75,39 +67,16 @@ struct DeliveryQueue: Sendable {
     /// The most devices in one chunk: a send slice, and what any worker has room to take over.
     static let chunkSize = 64
 
-    /// The expansion's SQL, apart so that a test can check its plan.
+    /// The expansion of a whole app's audience as it is run (unnamed), apart so that a test can
+    /// check its plan.
     func expandStatement(_ audience: Audience, limit: Int) -> PostgresQuery {
-        """
-        -- The job row is locked: workers expanding one job take turns, each from the cursor the
-        -- previous one left (READ COMMITTED re-reads a row it waited for).
-        WITH job AS (
-            SELECT audience_cursor FROM push_jobs
-             WHERE id = \(audience.job) AND status IN ('queued', 'running') AND NOT audience_complete
-               AND (expires_at IS NULL OR expires_at > now())
-               FOR UPDATE),
-        picked AS (
-            SELECT d.id, d.token, d.token_type, (row_number() OVER (ORDER BY d.id) - 1) / \(Self.chunkSize) AS part
-              FROM push_devices d
-             WHERE d.app_id = \(audience.app) AND d.is_active AND d.id > (SELECT audience_cursor FROM job)
-               AND (\(audience.users)::bigint[] IS NULL OR d.user_id = ANY(\(audience.users)::bigint[]))
-               AND (\(audience.platforms)::text[] IS NULL OR d.platform = ANY(\(audience.platforms)::text[]))
-             ORDER BY d.id
-             LIMIT \(limit)),
-        chunks AS (
-            INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
-            SELECT \(audience.job), array_agg(id ORDER BY id), \(worker), now() + make_interval(secs => \(lease.inSeconds))
-              FROM picked GROUP BY part
-            RETURNING id, device_ids),
-        advanced AS (
-            UPDATE push_jobs
-               SET status = 'running', started_at = COALESCE(started_at, now()),
-                   audience_cursor = COALESCE((SELECT max(id) FROM picked), audience_cursor),
-                   audience_complete = (SELECT count(*) FROM picked) < \(limit)
-             WHERE id = \(audience.job) AND EXISTS (SELECT FROM job)
-            RETURNING audience_complete)
-        SELECT c.id, p.id, p.token, p.token_type, (SELECT audience_complete FROM advanced)
-          FROM chunks c CROSS JOIN LATERAL unnest(c.device_ids) AS dev(id) JOIN picked p ON p.id = dev.id
-        """
+        PostgresQuery(unsafeSQL: AudienceExpansionStatement.appSQL, binds: expansion(audience, limit: limit).bindings)
+    }
+
+    private func expansion(_ audience: Audience, limit: Int) -> AudienceExpansionStatement {
+        AudienceExpansionStatement(
+            job: audience.job, app: audience.app, users: audience.users, platforms: audience.platforms, limit: limit,
+            worker: worker, lease: lease)
     }
 
     /// Takes the next `limit` devices of a job's audience as chunks leased to this worker: no
@@ -115,7 +84,10 @@ struct DeliveryQueue: Sendable {
     /// A crashed worker's chunks are taken over when the lease runs out (``takeOverChunks(room:excludingApps:)``).
     /// `complete`: nothing of the audience is left to expand (or the job ended).
     func expandAndClaim(_ audience: Audience, limit: Int) async throws -> (claimed: [Claimed], complete: Bool) {
-        let rows = try await run(expandStatement(audience, limit: limit))
+        // An audience of users is prepared; a whole app's is planned for its cursor and size.
+        let rows =
+            try await audience.users == nil
+            ? Array(run(expandStatement(audience, limit: limit))) : run(expansion(audience, limit: limit))
         var claimed: [Claimed] = []
         var complete = true
         for row in rows {
@@ -221,11 +193,7 @@ struct DeliveryQueue: Sendable {
     {
         // The span of the expired chunks' jobs bounds both the chunks taken and the days planned
         // for their rows: a chunk of a job outside it (expired since) waits for the next call.
-        let expiredChunksJobs: PostgresQuery = """
-            SELECT min(j.created_at), max(j.created_at)
-              FROM push_job_chunks c JOIN push_jobs j ON j.id = c.job_id WHERE c.lease_until <= now()
-            """
-        guard let span = try await creationSpan(of: expiredChunksJobs) else { return ([], []) }
+        guard let span = try await creationSpan(of: ExpiredChunksSpanStatement()) else { return ([], []) }
         let rows = try await run(takeOverStatement(room: room, excludingApps: paused, jobsCreated: span))
         var claimed: [Claimed] = []
         var empty: [(chunk: Int64, job: Int64)] = []
@@ -286,14 +254,7 @@ struct DeliveryQueue: Sendable {
     }
 
     func jobs(_ ids: [Int64]) async throws -> [Job] {
-        let rows = try await run(
-            """
-            SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
-                   a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id,
-                   COALESCE(a.fcm_proven_project_id = a.fcm_project_id, false), j.priority, j.expires_at
-              FROM push_jobs j JOIN apps a ON a.id = j.app_id
-             WHERE j.id = ANY(\(ids))
-            """)
+        let rows = try await run(JobDetailsStatement(ids))
         var jobs: [Job] = []
         for row in rows {
             let (id, app, code, message, validateOnly, project, email, key, keyID, proven, priority, expiresAt) = try row.decode(
@@ -366,32 +327,31 @@ struct DeliveryQueue: Sendable {
     /// Results for leases this worker no longer holds are dropped (another worker took over).
     /// A retry of a job that is no longer running becomes final.
     func write(_ batch: Outbox.Batch) async throws -> Set<Int64> {
+        // Retried rows' jobs' span, read once for both tries below.
+        let heldJobs = Set(batch.results.compactMap { if case .row = $0.lease { $0.jobID } else { nil } })
+        let held = heldJobs.isEmpty ? CreationSpan.empty : try await creationSpan(of: JobsSpanStatement(Array(heldJobs))) ?? .empty
         do {
-            return try await write(batch, keepingExistingRows: false)
+            return try await write(batch, keepingExistingRows: false, heldRowsCreated: held)
         } catch  where DatabaseErrorText.sqlState(error) == .uniqueViolation {
             // A device of a taken-over chunk whose row the previous holder wrote meanwhile:
             // the transaction is undone as a whole and written again, keeping that row.
-            return try await write(batch, keepingExistingRows: true)
+            return try await write(batch, keepingExistingRows: true, heldRowsCreated: held)
         }
     }
 
-    private func write(_ batch: Outbox.Batch, keepingExistingRows: Bool) async throws -> Set<Int64> {
-        let heldJobs = Set(batch.results.compactMap { if case .row = $0.lease { $0.jobID } else { nil } })
-        let held =
-            heldJobs.isEmpty
-            ? CreationSpan.empty
-            : try await creationSpan(of: "SELECT min(created_at), max(created_at) FROM push_jobs WHERE id = ANY(\(Array(heldJobs)))")
-                ?? .empty
-        // Results alone, in one statement (most batches, and every single's): atomic as it is,
-        // without BEGIN and COMMIT's two round trips (retried rows' jobs' span read first).
-        if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty
-            && batch.results.count <= Self.resultsPerStatement && !(batch.results.isEmpty && batch.finishedChunks.isEmpty)
-        {
-            try await run(
-                recordStatement(
-                    batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows,
-                    heldRowsCreated: held))
-            return []
+    private func write(_ batch: Outbox.Batch, keepingExistingRows: Bool, heldRowsCreated held: CreationSpan) async throws -> Set<Int64> {
+        if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty {
+            // Nothing but jobs to check (an audience found empty): no statement at all.
+            if batch.results.isEmpty && batch.finishedChunks.isEmpty { return [] }
+            // Results alone, in one statement (most batches, and every single's): atomic as it
+            // is, without BEGIN and COMMIT's two round trips.
+            if batch.results.count <= Self.resultsPerStatement {
+                try await run(
+                    recordStatement(
+                        batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows,
+                        heldRowsCreated: held))
+                return []
+            }
         }
         return try await DatabaseTransaction.run(client, logger: logger) { transaction in
             if !batch.deactivations.isEmpty {
@@ -545,11 +505,7 @@ struct DeliveryQueue: Sendable {
     /// Run after the results' transaction commits, never inside it: two workers writing a job's
     /// last results at once would each see the other's as still pending, and neither complete it.
     func completeFinished(_ jobIDs: [Int64]) async throws {
-        let candidates: PostgresQuery = """
-            SELECT min(created_at), max(created_at) FROM push_jobs
-             WHERE id = ANY(\(jobIDs)) AND status = 'running' AND audience_complete
-            """
-        guard !jobIDs.isEmpty, let span = try await creationSpan(of: candidates) else { return }
+        guard !jobIDs.isEmpty, let span = try await creationSpan(of: CompletableJobsSpanStatement(jobIDs)) else { return }
         try await run(completionStatement(jobIDs, jobsCreated: span))
     }
 
@@ -607,9 +563,9 @@ struct DeliveryQueue: Sendable {
         static let empty = CreationSpan(bounds: Date(timeIntervalSince1970: 1), Date(timeIntervalSince1970: 0))
     }
 
-    /// The span of the jobs a `min(created_at), max(created_at)` query finds; nil for none.
-    func creationSpan(of query: PostgresQuery) async throws -> CreationSpan? {
-        guard let row = try await run(query).first else { return nil }
+    /// The span of the jobs a `min(created_at), max(created_at)` statement finds; nil for none.
+    func creationSpan(of statement: some QueueStatement) async throws -> CreationSpan? {
+        guard let row = try await run(statement).first else { return nil }
         let (earliest, latest) = try row.decode((Date?, Date?).self)
         guard let earliest, let latest else { return nil }
         return CreationSpan(earliest: earliest, latest: latest)
@@ -617,7 +573,7 @@ struct DeliveryQueue: Sendable {
 
     /// The running jobs' span: every claimable delivery's lies in it.
     func runningJobsSpan() async throws -> CreationSpan? {
-        try await creationSpan(of: "SELECT min(created_at), max(created_at) FROM push_jobs WHERE status = 'running'")
+        try await creationSpan(of: RunningJobsSpanStatement())
     }
 
     /// Every statement goes through ``DatabaseStatement``: `PostgresClient.query` can leave one
@@ -625,5 +581,9 @@ struct DeliveryQueue: Sendable {
     @discardableResult
     private func run(_ query: PostgresQuery) async throws -> PostgresQueryResult {
         try await DatabaseStatement.run(query, on: client, logger: logger)
+    }
+
+    private func run(_ statement: some QueueStatement) async throws -> [PostgresRow] {
+        try await DatabaseStatement.run(statement, on: client, pooler: pooler, logger: logger)
     }
 }

@@ -27,12 +27,13 @@ public struct Dispatcher: Service {
     let inFlight = InFlightDeliveries()
 
     init(
-        configuration: DispatchConfiguration, wakeUps: JobWakeUps, client: PostgresClient, http: HTTPClient, fcm: FCMClient,
-        metrics: DispatchMetrics, logger: Logger
+        configuration: DispatchConfiguration, wakeUps: JobWakeUps, client: PostgresClient, pooler: PoolerMode, http: HTTPClient,
+        fcm: FCMClient, metrics: DispatchMetrics, logger: Logger
     ) {
         self.configuration = configuration
         self.wakeUps = wakeUps
-        self.queue = DeliveryQueue(client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger)
+        self.queue = DeliveryQueue(
+            client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger, pooler: pooler)
         self.tokens = AccessTokenCache(
             exchange: GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: configuration.requestTimeout),
             longestOutage: configuration.longestTokenOutage, onRefresh: { metrics.oauthRefreshes.increment() })

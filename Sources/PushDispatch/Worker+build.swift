@@ -15,8 +15,8 @@ import UnixSignals
 /// first and the clients it sends through close after it. Tests run this same function.
 public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, signals: [UnixSignal] = [.sigterm, .sigint]) async throws {
     let client = PostgresClient(configuration: try DatabaseConfiguration.parse(configuration.databaseURL), backgroundLogger: logger)
-    let wakeUps = JobWakeUps(
-        databasePooler: try DatabaseConfiguration.pooler(configuration.databaseURL), listenURL: configuration.listenURL)
+    let pooler = try DatabaseConfiguration.pooler(configuration.databaseURL)
+    let wakeUps = JobWakeUps(databasePooler: pooler, listenURL: configuration.listenURL)
     let tls = makeTLSConfiguration(configuration)
     // The FCM client connects on its first send. The HTTP client must be shut down once made:
     // made after the last step that can throw, it is the group's to shut down from here on.
@@ -31,7 +31,8 @@ public func runWorker(_ configuration: DispatchConfiguration, logger: Logger, si
     services.append(DeliveryPartitionMaintenance(client: client, retention: configuration.deliveryRetention, logger: logger))
     services.append(
         Dispatcher(
-            configuration: configuration, wakeUps: wakeUps, client: client, http: http, fcm: fcm, metrics: metrics, logger: logger))
+            configuration: configuration, wakeUps: wakeUps, client: client, pooler: pooler, http: http, fcm: fcm, metrics: metrics,
+            logger: logger))
     var groupConfiguration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
     // A shutdown ends whatever FCM and the database do: a drain that outlasts its bound is
     // escalated to cancellation (the clients close their connections, so no query or send

@@ -65,6 +65,17 @@ public enum DatabaseStatement {
         }
     }
 
+    /// Runs `statement` prepared once per connection, or, where sessions do not last
+    /// (``PoolerMode/transaction``), as an unnamed statement: Parse, Bind and Execute in one
+    /// round trip that the pooler keeps on one server session (parsed and planned each time).
+    public static func run<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, on client: PostgresClient, pooler: PoolerMode, logger: Logger
+    ) async throws -> [Statement.Row] where Statement.Row: Sendable {
+        guard !pooler.keepsSessionState else { return try await run(statement, on: client, logger: logger) }
+        let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+        return try await run(query, on: client, logger: logger).map { try statement.decodeRow($0) }
+    }
+
     /// Runs `statement`, prepared once per connection, on a connection the caller holds.
     public static func run<Statement: PostgresPreparedStatement>(
         _ statement: Statement, on connection: PostgresConnection, logger: Logger

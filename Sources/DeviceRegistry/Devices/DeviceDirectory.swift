@@ -42,7 +42,7 @@ public struct DeviceDirectory: Sendable {
             userID: userID, appID: appID, registration: registration,
             maximumActiveDevices: maximumActiveDevices)
         let row = try await Self.retryingConflicts(logger: logger) {
-            guard let row = try await execute(statement, logger: logger).first else {
+            guard let row = try await DatabaseStatement.run(statement, on: client, pooler: pooler, logger: logger).first else {
                 preconditionFailure("push_register_device returns exactly one row")
             }
             return row
@@ -74,24 +74,12 @@ public struct DeviceDirectory: Sendable {
     ) async throws -> [Registered] {
         var registered = [Registered?](repeating: nil, count: batch.count)
         let statement = RegisterBatchStatement(batch: batch, maximumActiveDevices: maximumActiveDevices)
-        for row in try await execute(statement, logger: logger) {
+        for row in try await DatabaseStatement.run(statement, on: client, pooler: pooler, logger: logger) {
             registered[Int(row.0) - 1] = Self.registered(row.1)
         }
         let result = registered.compactMap { $0 }
         precondition(result.count == batch.count, "push_register_device returns exactly one row per registration")
         return result
-    }
-
-    /// `statement` prepared once per connection, or, where sessions do not last
-    /// (``PoolerMode/transaction``), as an unnamed statement: Parse, Bind and Execute in one
-    /// round trip that the pooler keeps on one server session. Either way through
-    /// ``DatabaseStatement``, so a connection the server has just closed fails it at once.
-    private func execute<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger) async throws
-        -> [Statement.Row] where Statement.Row: Sendable
-    {
-        guard !pooler.keepsSessionState else { return try await DatabaseStatement.run(statement, on: client, logger: logger) }
-        let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
-        return try await DatabaseStatement.run(query, on: client, logger: logger).map { try statement.decodeRow($0) }
     }
 
     private static func registered(_ row: RegisterStatement.Row) -> Registered {
