@@ -190,6 +190,7 @@ public struct Dispatcher: Service {
         var claimed: [DeliveryQueue.Claimed] = []
         var running: Set<Int64> = []
         var stoppedEarly = false
+        var moreHighPriority = false
         var loaded: [DeliveryQueue.Job] = []
         var failure: (any Error)?
         do {
@@ -213,7 +214,7 @@ public struct Dispatcher: Service {
                 if claimed.count < limit { cursor.nextDueClaim = now + Self.dueClaimPause }
             }
             if claimed.count < limit {
-                stoppedEarly = try await expandAudiences(
+                (stoppedEarly, moreHighPriority) = try await expandAudiences(
                     upTo: limit, into: &claimed, request: request, cursor: &cursor,
                     loaded: &loaded)
             }
@@ -240,29 +241,34 @@ public struct Dispatcher: Service {
                 return .failure(failure)
             }
         }
-        return .success(.init(claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor, stoppedEarly: stoppedEarly))
+        return .success(
+            .init(
+                claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor, stoppedEarly: stoppedEarly,
+                moreHighPriority: moreHighPriority))
     }
 
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
     /// leased to this worker, shared among the audiences by ``AudienceShares``. The list of such
     /// jobs is read again when it runs out, after a hint and at least every poll interval (a
     /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own, and the
-    /// details of its jobs (`loaded`) while it expands them, since they are new. True when it
-    /// stopped early to hand high-priority deliveries over at once.
+    /// details of its jobs (`loaded`) while it expands them, since they are new. `stoppedEarly`:
+    /// it stopped to hand high-priority deliveries over at once; `moreHighPriority`: a
+    /// high-priority claim took all it could, and more may be due.
     private func expandAudiences(
         upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
         cursor: inout DispatchStateMachine.ClaimCursor, loaded: inout [DeliveryQueue.Job]
-    ) async throws -> Bool {
+    ) async throws -> (stoppedEarly: Bool, moreHighPriority: Bool) {
         let now = ContinuousClock.now
         if let priority = request.priority {
             var audiences = try await queue.unexpandedJobs(
                 excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
                 priority: priority, limit: Self.audiencesRead)
+            let readAll = audiences.count < Self.audiencesRead
             let unknown = audiences.map(\.job).filter { !request.freshJobs.contains($0) }
             async let details = unknown.isEmpty ? [] : queue.jobs(unknown)
             let stopped = try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
             loaded = try await details
-            return stopped
+            return (stopped, !readAll || claimed.count >= limit)
         }
         if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
             cursor.audiences = try await queue.unexpandedJobs(
@@ -272,9 +278,11 @@ public struct Dispatcher: Service {
         }
         let paused = Set(request.pausedApps)
         let failed = Set(request.failedJobs)
-        cursor.audiences.removeAll { paused.contains($0.app) || failed.contains($0.job) }
+        cursor.audiences.removeAll {
+            paused.contains($0.app) || failed.contains($0.job) || (request.leavesHighPriority && $0.priority == .high)
+        }
         cursor.expansions += 1
-        return try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed)
+        return (try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed), false)
     }
 
     /// Due audiences read at a time: enough to see several apps' jobs of each priority.
