@@ -39,9 +39,6 @@ struct DispatchStateMachine {
         var priority: JobPriority? = nil
         /// Read the due audiences again (a NOTIFY or the poll interval came since the last claim).
         var refreshAudiences = false
-        /// A high-priority claim runs beside this usual one: high-priority audiences are that
-        /// claim's to expand, not expanded by both (each waiting for the other's lock on the job).
-        var leavesHighPriority = false
         let pausedApps: [Int64]
         let failedJobs: [Int64]
         /// Jobs read within `jobFreshness`: the others' details are read with the claim.
@@ -63,9 +60,6 @@ struct DispatchStateMachine {
         /// The claim stopped before its limit on purpose (to hand over high-priority deliveries
         /// at once): more may be found.
         var stoppedEarly = false
-        /// A high-priority claim took all it could (its limit, or as many audiences as it reads):
-        /// more high-priority work may be due, and another high-priority claim follows.
-        var moreHighPriority = false
     }
 
     /// What the I/O layer carries out.
@@ -180,7 +174,6 @@ struct DispatchStateMachine {
                 request.refreshAudiences = audiencesStale
                 audiencesStale = false
             }
-            request.leavesHighPriority = high || highClaimInFlight
             actions.append(.claim(request))
         }
         if high {
@@ -276,7 +269,6 @@ struct DispatchStateMachine {
         } else {
             // A claim of high priority only says nothing about the rest, and leaves the cursor.
             highClaimInFlight = false
-            if result.moreHighPriority { hintedSinceClaim = true }
         }
         for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
@@ -305,13 +297,7 @@ struct DispatchStateMachine {
 
     /// The claim's queries failed (and the I/O layer waited `request.backoff`).
     mutating func claimFailed(_ request: ClaimRequest) {
-        if request.priority == nil {
-            claimInFlight = false
-        } else {
-            // Usual claims beside it left the high-priority audiences to it: tried again.
-            highClaimInFlight = false
-            hintedSinceClaim = true
-        }
+        if request.priority == nil { claimInFlight = false } else { highClaimInFlight = false }
         databaseFailures += 1
     }
 

@@ -190,7 +190,6 @@ public struct Dispatcher: Service {
         var claimed: [DeliveryQueue.Claimed] = []
         var running: Set<Int64> = []
         var stoppedEarly = false
-        var moreHighPriority = false
         var loaded: [DeliveryQueue.Job] = []
         var failure: (any Error)?
         do {
@@ -214,7 +213,7 @@ public struct Dispatcher: Service {
                 if claimed.count < limit { cursor.nextDueClaim = now + Self.dueClaimPause }
             }
             if claimed.count < limit {
-                (stoppedEarly, moreHighPriority) = try await expandAudiences(
+                stoppedEarly = try await expandAudiences(
                     upTo: limit, into: &claimed, request: request, cursor: &cursor,
                     loaded: &loaded)
             }
@@ -241,34 +240,29 @@ public struct Dispatcher: Service {
                 return .failure(failure)
             }
         }
-        return .success(
-            .init(
-                claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor, stoppedEarly: stoppedEarly,
-                moreHighPriority: moreHighPriority))
+        return .success(.init(claimed: claimed, loadedJobs: loaded, runningJobs: running, cursor: cursor, stoppedEarly: stoppedEarly))
     }
 
     /// Adds the next devices of due jobs' audiences to `claimed`, up to `limit`, as chunks
     /// leased to this worker, shared among the audiences by ``AudienceShares``. The list of such
     /// jobs is read again when it runs out, after a hint and at least every poll interval (a
     /// scheduled job falls due without a NOTIFY); a high-priority claim reads its own, and the
-    /// details of its jobs (`loaded`) while it expands them, since they are new. `stoppedEarly`:
-    /// it stopped to hand high-priority deliveries over at once; `moreHighPriority`: a
-    /// high-priority claim took all it could, and more may be due.
+    /// details of its jobs (`loaded`) while it expands them, since they are new. True when it
+    /// stopped early to hand high-priority deliveries over at once.
     private func expandAudiences(
         upTo limit: Int, into claimed: inout [DeliveryQueue.Claimed], request: DispatchStateMachine.ClaimRequest,
         cursor: inout DispatchStateMachine.ClaimCursor, loaded: inout [DeliveryQueue.Job]
-    ) async throws -> (stoppedEarly: Bool, moreHighPriority: Bool) {
+    ) async throws -> Bool {
         let now = ContinuousClock.now
         if let priority = request.priority {
             var audiences = try await queue.unexpandedJobs(
                 excludingApps: request.pausedApps, excludingJobs: request.failedJobs,
                 priority: priority, limit: Self.audiencesRead)
-            let readAll = audiences.count < Self.audiencesRead
             let unknown = audiences.map(\.job).filter { !request.freshJobs.contains($0) }
             async let details = unknown.isEmpty ? [] : queue.jobs(unknown)
             let stopped = try await expand(&audiences, upTo: limit, turn: 0, into: &claimed)
             loaded = try await details
-            return (stopped, !readAll || claimed.count >= limit)
+            return stopped
         }
         if cursor.audiences.isEmpty || request.refreshAudiences || now - cursor.audiencesRead >= configuration.pollInterval {
             cursor.audiences = try await queue.unexpandedJobs(
@@ -278,11 +272,9 @@ public struct Dispatcher: Service {
         }
         let paused = Set(request.pausedApps)
         let failed = Set(request.failedJobs)
-        cursor.audiences.removeAll {
-            paused.contains($0.app) || failed.contains($0.job) || (request.leavesHighPriority && $0.priority == .high)
-        }
+        cursor.audiences.removeAll { paused.contains($0.app) || failed.contains($0.job) }
         cursor.expansions += 1
-        return (try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed), false)
+        return try await expand(&cursor.audiences, upTo: limit, turn: cursor.expansions, into: &claimed)
     }
 
     /// Due audiences read at a time: enough to see several apps' jobs of each priority.

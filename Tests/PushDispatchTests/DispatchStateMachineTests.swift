@@ -335,48 +335,13 @@ struct DispatchStateMachineTests {
         // While the usual claim is on its way, a hint brings a high-priority claim beside it.
         for index in 1...3 { _ = machine.answered(answer(campaign[index], .answered(.sent(messageID: "m"), elapsed: nil)), now: at(0)) }
         let usual = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
-        // No high-priority claim beside it: it expands every priority's audiences.
-        #expect(usual.priority == nil && usual.limit > 0 && !usual.leavesHighPriority)
+        #expect(usual.priority == nil && usual.limit > 0)
         machine.hinted()
         let beside = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
         #expect(beside.priority == .high && beside.recheckJobs.isEmpty)
         _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: beside.cursor), for: beside, now: at(0))
         // The usual one is still awaited: no second one.
         #expect(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions) == nil)
-    }
-
-    /// A hint with no claim in flight sends both claims: the usual one leaves the high-priority
-    /// audiences to the high-priority one (both expanding one job, each waited for the other's
-    /// lock on it, and PostgreSQL did the work twice). A high-priority claim that took all it
-    /// could, or failed, is followed by another without waiting for the next hint.
-    @Test func aUsualClaimBesideAHighPriorityOneLeavesItTheHighPriorityAudiences() throws {
-        var machine = machine(concurrency: 4)
-        machine.hinted()
-        let claims = machine.poll(now: at(0), stopping: false).actions.compactMap { action in
-            if case .claim(let request) = action { request } else { nil }
-        }
-        let usual = try #require(claims.first { $0.priority == nil })
-        let high = try #require(claims.first { $0.priority == .high })
-        #expect(claims.count == 2 && usual.leavesHighPriority && !high.leavesHighPriority)
-        // The usual claim comes back first: the next one, with the high-priority claim still in
-        // flight, leaves it the high-priority audiences too.
-        _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: usual.cursor), for: usual, now: at(0))
-        machine.hinted()
-        let next = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
-        #expect(next.priority == nil && next.leavesHighPriority)
-        // The high-priority claim took all it could: another follows at once, no hint needed.
-        _ = machine.claimed(
-            .init(claimed: [], loadedJobs: [], runningJobs: [], cursor: high.cursor, moreHighPriority: true), for: high, now: at(0))
-        let again = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
-        #expect(again.priority == .high)
-        // It fails: tried again once the I/O layer has waited out its backoff.
-        machine.claimFailed(again)
-        let retried = try #require(Self.claimRequest(machine.poll(now: at(0), stopping: false).actions))
-        #expect(retried.priority == .high)
-        // It found what there was: none follows until the next hint.
-        _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: retried.cursor), for: retried, now: at(0))
-        _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: next.cursor), for: next, now: at(0))
-        #expect(!machine.poll(now: at(0), stopping: false).actions.contains { if case .claim = $0 { true } else { false } })
     }
 
     @Test func readyDeliveriesPastTheirJobsExpiryAreSkippedNotSent() throws {
