@@ -67,10 +67,12 @@ struct DeliveryQueue: Sendable {
     /// The most devices in one chunk: a send slice, and what any worker has room to take over.
     static let chunkSize = 64
 
-    /// The expansion of a whole app's audience as it is run (unnamed), apart so that a test can
-    /// check its plan.
+    /// An expansion as it runs unnamed (planned for its values), apart so that a test can check
+    /// its plan: a whole app's audience, or one of more users than
+    /// ``AudienceExpansionStatement/preparedUsers``.
     func expandStatement(_ audience: Audience, limit: Int) -> PostgresQuery {
-        PostgresQuery(unsafeSQL: AudienceExpansionStatement.appSQL, binds: expansion(audience, limit: limit).bindings)
+        let text = audience.users == nil ? AudienceExpansionStatement.appSQL : AudienceExpansionStatement.sql
+        return PostgresQuery(unsafeSQL: text, binds: expansion(audience, limit: limit).bindings)
     }
 
     private func expansion(_ audience: Audience, limit: Int) -> AudienceExpansionStatement {
@@ -84,10 +86,12 @@ struct DeliveryQueue: Sendable {
     /// A crashed worker's chunks are taken over when the lease runs out (``takeOverChunks(room:excludingApps:)``).
     /// `complete`: nothing of the audience is left to expand (or the job ended).
     func expandAndClaim(_ audience: Audience, limit: Int) async throws -> (claimed: [Claimed], complete: Bool) {
-        // An audience of users is prepared; a whole app's is planned for its cursor and size.
         let rows =
-            try await audience.users == nil
-            ? Array(run(expandStatement(audience, limit: limit))) : run(expansion(audience, limit: limit))
+            if let users = audience.users, users.count <= AudienceExpansionStatement.preparedUsers {
+                try await run(expansion(audience, limit: limit))
+            } else {
+                Array(try await run(expandStatement(audience, limit: limit)))
+            }
         var claimed: [Claimed] = []
         var complete = true
         for row in rows {

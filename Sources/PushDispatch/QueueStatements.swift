@@ -1,15 +1,16 @@
 import DeviceRegistry
 import PostgresNIO
 
-/// A statement of the queue's that reads a few jobs, or one user's devices, by index: the same
+/// A statement of the queue's that reads a few jobs, or a few users' devices, by index: the same
 /// text every call, and cheap to run, so that parsing and planning it each time was most of its
 /// cost (three quarters of PostgreSQL's time for a single notification, with
 /// `pg_stat_statements`). Prepared once per connection, it is parsed once and, after
-/// PostgreSQL's five custom plans, runs on one generic plan. What never changes is written into
-/// the text rather than bound, so that the generic plan is the plan the values would get.
+/// PostgreSQL's five custom plans, may run on one generic plan. What never changes is written into
+/// the text rather than bound, so that a generic plan, where PostgreSQL finds it no costlier,
+/// reads by the index the values would.
 /// Statements whose plan depends on their values stay unnamed: those bound to days of
-/// push_deliveries (``DeliveryQueue/CreationSpan``) and a campaign's expansion (its cursor and
-/// size).
+/// push_deliveries (``DeliveryQueue/CreationSpan``) and the expansion of a whole app's audience
+/// or of many users'.
 protocol QueueStatement: PostgresPreparedStatement where Row == PostgresRow {
     var bindings: PostgresBindings { get }
 }
@@ -124,11 +125,15 @@ struct JobDetailsStatement: QueueStatement {
 
 /// The next devices of a job's audience, leased to a worker as chunks of
 /// ``DeliveryQueue/chunkSize``; the job's cursor moved past them. One text for an audience of
-/// users (prepared: their devices by the user index, whatever the values) and one for a whole
-/// app's (unnamed: planned for its cursor and size each time, see
+/// users, prepared for a few users (their devices by the user index, whatever the values), and
+/// one for a whole app's, unnamed: planned for its cursor and size each time (see
 /// `QueuePlanTests.theExpansionReadsTheAppsDevicesInOrderFromTheCursor`).
 struct AudienceExpansionStatement: QueueStatement {
     static let sql = text(byUsers: true)
+    /// The most users whose expansion is prepared. The generic plan reads and sorts every
+    /// device of the users to take each share: for thousands of users, taking the app's
+    /// devices in id order from the cursor may cost less, and only planning for the values knows.
+    static let preparedUsers = 100
     static let bindingDataTypes: [PostgresDataType] = [.int8, .int8, .textArray, .int4, .text, .float8, .int8Array]
     /// A whole app's audience; its bindings are the first six of an audience of users'.
     static let appSQL = text(byUsers: false)

@@ -56,8 +56,8 @@ struct QueueStatementsTests {
     }
 
     /// Twelve singles, each expanded on the generic plan of the prepared expansion: each takes its
-    /// user's active devices of its platforms and nothing else; a whole app's job (unnamed) still
-    /// takes every active device after them.
+    /// user's active devices of its platforms and nothing else. A job to 150 users and a whole
+    /// app's job (both unnamed) still take theirs.
     @Test func audiencesOfUsersTakeTheirUsersDevicesOnTheGenericPlan() async throws {
         let taken = try await Self.withGenericPlans { client, app in
             // Users 1..12 have a second device (iOS) and an inactive one besides the seeded one.
@@ -86,6 +86,13 @@ struct QueueStatementsTests {
                 #expect(expanded.complete)
                 taken.append(expanded.claimed.map(\.token).sorted())
             }
+            // More users than are prepared for: the same text, planned for its values.
+            try await client.query(
+                "SELECT push_enqueue(app_code => 'stmt', user_ids => ARRAY(SELECT generate_series(1, 150)::bigint), message => '{}'::jsonb)"
+            )
+            let many = try await queue.expandOldestJob(limit: 1000)
+            #expect(many.complete)
+            taken.append([String(many.claimed.count), String(Set(many.claimed.map(\.token)).count)])
             try await client.query("SELECT push_enqueue_campaign(app_code => 'stmt', message => '{}'::jsonb)")
             let campaign = try await queue.expandOldestJob(limit: 30_000)
             #expect(campaign.complete)
@@ -96,7 +103,9 @@ struct QueueStatementsTests {
             #expect(taken[user - 1] == ["stmt-\(user)", "stmt-ios-\(user)"].sorted(), "user \(user)")
         }
         #expect(taken[11] == ["stmt-ios-12"])
-        #expect(taken[12] == ["20012"])
+        // Users 1–150's Android devices and users 1–12's iOS ones, each once.
+        #expect(taken[12] == ["162", "162"])
+        #expect(taken[13] == ["20012"])
     }
 
     private static let logger = Logger(label: "test")

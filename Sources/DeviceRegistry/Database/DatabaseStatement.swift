@@ -77,10 +77,27 @@ public enum DatabaseStatement {
     }
 
     /// Runs `statement`, prepared once per connection, on a connection the caller holds.
+    /// PostgresNIO keeps a failed preparation for the connection's life and fails every later
+    /// run of the statement there with the same error: a statement first prepared before its
+    /// tables or functions existed (a program started before `pushctl migrate`) would fail on
+    /// that connection for good. The server refuses such a statement with SQLSTATE class 42
+    /// (or 0A, 3F), never for its values: the connection is then closed, and the pool opens
+    /// another.
     public static func run<Statement: PostgresPreparedStatement>(
         _ statement: Statement, on connection: PostgresConnection, logger: Logger
     ) async throws -> [Statement.Row] where Statement.Row: Sendable {
-        try await ConnectionLoop(connection.eventLoop).run(statement, on: connection, logger: logger)
+        do {
+            return try await ConnectionLoop(connection.eventLoop).run(statement, on: connection, logger: logger)
+        } catch {
+            if let state = DatabaseErrorText.sqlState(error), Self.refusesTheText(state) { try? await connection.close() }
+            throw error
+        }
+    }
+
+    /// The statement's text, not its values, was refused: a syntax error, an object that does
+    /// not exist, a feature not supported, a schema unknown.
+    static func refusesTheText(_ state: PostgresError.Code) -> Bool {
+        ["42", "0A", "3F"].contains(String(state.raw.prefix(2)))
     }
 }
 

@@ -51,6 +51,23 @@ import Testing
         }
     }
 
+    /// A statement prepared before its table existed (a program started before the migrations)
+    /// works once the table is there: the connection that kept the failed preparation is closed
+    /// and the pool's next one prepares it anew. Kept, every later run on it failed for good.
+    @Test func aPreparationRefusedForAMissingTableIsNotKept() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await TestPostgres.withClient(url: database.url + (database.url.contains("?") ? "&" : "?") + "pool_max=1") { client in
+            let error = try #require(
+                await #expect(throws: PSQLError.self) {
+                    try await DatabaseStatement.run(LaterTableStatement(), on: client, logger: logger)
+                })
+            #expect(DatabaseErrorText.sqlState(error) == .undefinedTable)
+            try await DatabaseStatement.run("CREATE TABLE later_table (n int)", on: client, logger: logger)
+            try await DatabaseStatement.run("INSERT INTO later_table VALUES (7)", on: client, logger: logger)
+            #expect(try await DatabaseStatement.run(LaterTableStatement(), on: client, logger: logger) == [7])
+        }
+    }
+
     /// Streamed rows come in order as the body reads them, the connection held until it returns;
     /// on a connection the server has ended the stream fails at once, as a query does.
     @Test func streamedRowsComeInOrderAndFailAtOnceOnAnEndedConnection() async throws {
@@ -117,4 +134,12 @@ import Testing
             try row.decode(Int.self)
         }
     }
+}
+
+/// Reads a table the test makes only after a first, refused run.
+struct LaterTableStatement: PostgresPreparedStatement {
+    static let sql = "SELECT n FROM later_table"
+    typealias Row = Int
+    func makeBindings() -> PostgresBindings { PostgresBindings() }
+    func decodeRow(_ row: PostgresRow) throws -> Int { try row.decode(Int.self) }
 }
