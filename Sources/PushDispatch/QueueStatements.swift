@@ -20,17 +20,25 @@ extension QueueStatement {
     func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
 }
 
-/// Which of some jobs are still running.
-struct RunningJobsStatement: QueueStatement {
-    static let sql = "SELECT id FROM push_jobs WHERE id = ANY($1) AND status = 'running'"
-    static let bindingDataTypes: [PostgresDataType] = [.int8Array]
-    let bindings: PostgresBindings
+/// A statement whose one value is a list of job ids.
+protocol JobListStatement: QueueStatement {
+    init(bindings: PostgresBindings)
+}
+
+extension JobListStatement {
+    static var bindingDataTypes: [PostgresDataType] { [.int8Array] }
 
     init(_ jobs: [Int64]) {
         var bindings = PostgresBindings(capacity: 1)
         bindings.append(jobs)
-        self.bindings = bindings
+        self.init(bindings: bindings)
     }
+}
+
+/// Which of some jobs are still running.
+struct RunningJobsStatement: JobListStatement {
+    static let sql = "SELECT id FROM push_jobs WHERE id = ANY($1) AND status = 'running'"
+    let bindings: PostgresBindings
 }
 
 /// The creation span (`min(created_at), max(created_at)`) of the running jobs: every claimable
@@ -41,32 +49,18 @@ struct RunningJobsSpanStatement: QueueStatement {
 }
 
 /// The creation span of some jobs.
-struct JobsSpanStatement: QueueStatement {
+struct JobsSpanStatement: JobListStatement {
     static let sql = "SELECT min(created_at), max(created_at) FROM push_jobs WHERE id = ANY($1)"
-    static let bindingDataTypes: [PostgresDataType] = [.int8Array]
     let bindings: PostgresBindings
-
-    init(_ jobs: [Int64]) {
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(jobs)
-        self.bindings = bindings
-    }
 }
 
 /// The creation span of those of some jobs that may be complete: running, audience expanded.
-struct CompletableJobsSpanStatement: QueueStatement {
+struct CompletableJobsSpanStatement: JobListStatement {
     static let sql = """
         SELECT min(created_at), max(created_at) FROM push_jobs
          WHERE id = ANY($1) AND status = 'running' AND audience_complete
         """
-    static let bindingDataTypes: [PostgresDataType] = [.int8Array]
     let bindings: PostgresBindings
-
-    init(_ jobs: [Int64]) {
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(jobs)
-        self.bindings = bindings
-    }
 }
 
 /// The creation span of the jobs of chunks whose lease ran out.
@@ -105,7 +99,7 @@ struct UnexpandedJobsStatement: QueueStatement {
 }
 
 /// What a delivery's send needs of its job and app.
-struct JobDetailsStatement: QueueStatement {
+struct JobDetailsStatement: JobListStatement {
     static let sql = """
         SELECT j.id, j.app_id, a.code, j.message::text, j.validate_only,
                a.fcm_project_id, a.fcm_client_email, a.fcm_private_key, a.fcm_private_key_id,
@@ -113,14 +107,7 @@ struct JobDetailsStatement: QueueStatement {
           FROM push_jobs j JOIN apps a ON a.id = j.app_id
          WHERE j.id = ANY($1)
         """
-    static let bindingDataTypes: [PostgresDataType] = [.int8Array]
     let bindings: PostgresBindings
-
-    init(_ jobs: [Int64]) {
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(jobs)
-        self.bindings = bindings
-    }
 }
 
 /// The next devices of a job's audience, leased to a worker as chunks of
