@@ -98,6 +98,17 @@ struct PushRegistrarTests {
         #expect(log.text.contains(text), "not logged within 10 s: \(text)", sourceLocation: sourceLocation)
     }
 
+    /// Signs `user` in, hands over `token` as Firebase does, and waits until the device is
+    /// registered.
+    static func register(
+        _ registrar: PushRegistrar, in api: RestartablePushAPI, user: Int64, token: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        await registrar.signedIn(account: "\(user)", accessToken: api.accessTokens(user: user))
+        await registrar.fcmTokenReceived(token)
+        try await status(of: registrar, sourceLocation: sourceLocation, until: registered)
+    }
+
     static func registered(_ status: RegistrationStatus) -> Bool {
         if case .registered = status.phase { return status.pendingDeactivations == 0 }
         return false
@@ -147,9 +158,7 @@ struct PushRegistrarTests {
             defer { install.remove() }
             let first = try install.launch(api)
             try await Self.whileRunning(first) {
-                await first.signedIn(account: "42", accessToken: api.accessTokens(user: 42))
-                await first.fcmTokenReceived(Self.tokenA)
-                try await Self.status(of: first, until: Self.registered)
+                try await Self.register(first, in: api, user: 42, token: Self.tokenA)
             }
             let before = try #require(try await api.rows().first)
             try await Task.sleep(for: .milliseconds(20))
@@ -173,9 +182,7 @@ struct PushRegistrarTests {
             defer { install.remove() }
             let registrar = try install.launch(api)
             try await Self.whileRunning(registrar) {
-                await registrar.signedIn(account: "42", accessToken: api.accessTokens(user: 42))
-                await registrar.fcmTokenReceived(Self.tokenA)
-                try await Self.status(of: registrar, until: Self.registered)
+                try await Self.register(registrar, in: api, user: 42, token: Self.tokenA)
                 await registrar.fcmTokenReceived(Self.tokenB)
                 let rows = try await api.rows { $0.count == 2 && $0[1].isActive && !$0[0].isActive }
                 #expect(rows.map(\.token) == [Self.tokenA, Self.tokenB])
@@ -193,9 +200,7 @@ struct PushRegistrarTests {
             defer { install.remove() }
             let registrar = try install.launch(api)
             try await Self.whileRunning(registrar) {
-                await registrar.signedIn(account: "42", accessToken: api.accessTokens(user: 42))
-                await registrar.fcmTokenReceived(Self.tokenA)
-                try await Self.status(of: registrar, until: Self.registered)
+                try await Self.register(registrar, in: api, user: 42, token: Self.tokenA)
                 await registrar.signedOut()
                 let rows = try await api.rows { $0.count == 1 && !$0[0].isActive }
                 #expect(rows.first?.deactivationReason == "logout")
@@ -277,18 +282,14 @@ struct PushRegistrarTests {
                 let before = try Install(installationID: vendorID)
                 let registrar = try before.launch(api)
                 try await Self.whileRunning(registrar) {
-                    await registrar.signedIn(account: "\(user)", accessToken: api.accessTokens(user: user))
-                    await registrar.fcmTokenReceived(Self.tokenA + "-\(user)")
-                    try await Self.status(of: registrar, until: Self.registered)
+                    try await Self.register(registrar, in: api, user: user, token: Self.tokenA + "-\(user)")
                 }
                 before.remove()
                 let after = try Install(installationID: vendorID)
                 defer { after.remove() }
                 let reinstalled = try after.launch(api)
                 try await Self.whileRunning(reinstalled) {
-                    await reinstalled.signedIn(account: "\(user)", accessToken: api.accessTokens(user: user))
-                    await reinstalled.fcmTokenReceived(Self.tokenB + "-\(user)")
-                    try await Self.status(of: reinstalled, until: Self.registered)
+                    try await Self.register(reinstalled, in: api, user: user, token: Self.tokenB + "-\(user)")
                 }
                 let rows = try await api.rows().filter { $0.userID == user }
                 #expect(rows.count == 2 && rows[1].isActive && rows[1].token == Self.tokenB + "-\(user)")
@@ -313,9 +314,7 @@ struct PushRegistrarTests {
                 let token = Self.tokenA + "-\(old)"
                 let registrar = try install.launch(api)
                 try await Self.whileRunning(registrar) {
-                    await registrar.signedIn(account: "\(old)", accessToken: api.accessTokens(user: old))
-                    await registrar.fcmTokenReceived(token)
-                    try await Self.status(of: registrar, until: Self.registered)
+                    try await Self.register(registrar, in: api, user: old, token: token)
                     if announced { await registrar.signedOut() }
                     await registrar.signedIn(account: "\(new)", accessToken: api.accessTokens(user: new))
                     try await Self.status(of: registrar, until: Self.registered)
@@ -413,9 +412,7 @@ struct PushRegistrarTests {
             defer { install.remove() }
             let first = try install.launch(api)
             try await Self.whileRunning(first) {
-                await first.signedIn(account: "42", accessToken: api.accessTokens(user: 42))
-                await first.fcmTokenReceived(Self.tokenA)
-                try await Self.status(of: first, until: Self.registered)
+                try await Self.register(first, in: api, user: 42, token: Self.tokenA)
                 await api.stop()
                 await first.signedOut()
                 try await Self.logged("deactivation for account 42 failed", in: install.log)
@@ -464,9 +461,7 @@ struct PushRegistrarTests {
             defer { install.remove() }
             let registrar = try install.launch(api)
             try await Self.whileRunning(registrar) {
-                await registrar.signedIn(account: "42", accessToken: api.accessTokens(user: 42))
-                await registrar.fcmTokenReceived(Self.tokenA)
-                try await Self.status(of: registrar, until: Self.registered)
+                try await Self.register(registrar, in: api, user: 42, token: Self.tokenA)
                 await registrar.signedOut()
                 await registrar.fcmTokenReceived(Self.tokenB)
                 try await Self.status(of: registrar) { $0 == RegistrationStatus(phase: .signedOut, pendingDeactivations: 0) }
