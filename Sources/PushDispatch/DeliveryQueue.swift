@@ -334,16 +334,41 @@ struct DeliveryQueue: Sendable {
         // Retried rows' jobs' span, read once for both tries below.
         let heldJobs = Set(batch.results.compactMap { if case .row = $0.lease { $0.jobID } else { nil } })
         let held = heldJobs.isEmpty ? CreationSpan.empty : try await creationSpan(of: JobsSpanStatement(Array(heldJobs))) ?? .empty
-        do {
-            return try await write(batch, keepingExistingRows: false, heldRowsCreated: held)
-        } catch  where DatabaseErrorText.sqlState(error) == .uniqueViolation {
-            // A device of a taken-over chunk whose row the previous holder wrote meanwhile:
-            // the transaction is undone as a whole and written again, keeping that row.
-            return try await write(batch, keepingExistingRows: true, heldRowsCreated: held)
+        // A refused write is undone as a whole and written again allowing for what refused it.
+        var allowing: RecordAllowances = []
+        while true {
+            do {
+                return try await write(batch, allowing: allowing, heldRowsCreated: held)
+            } catch {
+                switch DatabaseErrorText.sqlState(error) {
+                case .uniqueViolation? where !allowing.contains(.existingRows):
+                    allowing.insert(.existingRows)
+                case .foreignKeyViolation? where !allowing.contains(.deletedDevices):
+                    logger.warning(
+                        "a device was deleted while its delivery was in flight: its result is not recorded",
+                        metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                    allowing.insert(.deletedDevices)
+                default:
+                    throw error
+                }
+            }
         }
     }
 
-    private func write(_ batch: Outbox.Batch, keepingExistingRows: Bool, heldRowsCreated held: CreationSpan) async throws -> Set<Int64> {
+    /// What refused a write's first try, for the next to allow. Both are rare, so the usual
+    /// statement pays for neither.
+    struct RecordAllowances: OptionSet {
+        let rawValue: Int
+        /// A device of a taken-over chunk whose row the previous holder wrote meanwhile (a
+        /// unique violation): that row is kept.
+        static let existingRows = RecordAllowances(rawValue: 1)
+        /// A device deleted since it was claimed (a foreign-key violation). Devices are
+        /// deactivated, never deleted, but an operator's DELETE must not stop the writer: the
+        /// device's result is dropped.
+        static let deletedDevices = RecordAllowances(rawValue: 2)
+    }
+
+    private func write(_ batch: Outbox.Batch, allowing: RecordAllowances, heldRowsCreated held: CreationSpan) async throws -> Set<Int64> {
         if batch.deactivations.isEmpty && batch.provenProjects.isEmpty && batch.jobFailures.isEmpty {
             // Nothing but jobs to check (an audience found empty): no statement at all.
             if batch.results.isEmpty && batch.finishedChunks.isEmpty { return [] }
@@ -352,7 +377,7 @@ struct DeliveryQueue: Sendable {
             if batch.results.count <= Self.resultsPerStatement {
                 try await run(
                     recordStatement(
-                        batch.results[...], finishedChunks: batch.finishedChunks, keepingExistingRows: keepingExistingRows,
+                        batch.results[...], finishedChunks: batch.finishedChunks, allowing: allowing,
                         heldRowsCreated: held))
                 return []
             }
@@ -375,7 +400,7 @@ struct DeliveryQueue: Sendable {
                     let chunks = end == results.count ? batch.finishedChunks : []
                     try await transaction.query(
                         recordStatement(
-                            results[start..<end], finishedChunks: chunks, keepingExistingRows: keepingExistingRows,
+                            results[start..<end], finishedChunks: chunks, allowing: allowing,
                             heldRowsCreated: held))
                     start = end
                 } while start < results.count
@@ -399,15 +424,16 @@ struct DeliveryQueue: Sendable {
     /// (seconds per batch). Devices of chunks get their row inserted; a finished chunk is deleted
     /// in the same statement, only while this worker holds it.
     ///
-    /// The insert is plain unless `keepingExistingRows`: `ON CONFLICT DO NOTHING` costs a
+    /// The insert is plain unless `allowing` says otherwise: `ON CONFLICT DO NOTHING` costs a
     /// speculative insertion per row (~2.5 µs of the database's CPU per delivery, measured), and
     /// a row can already exist only after a chunk was taken over, when its previous holder's late
-    /// results and the new holder's race. The caller writes that rare batch again with it.
+    /// results and the new holder's race; a device can be missing only after a DELETE, which the
+    /// registry never does. The caller writes those rare batches again allowing for them.
     ///
     /// `heldRowsCreated` spans the held rows' jobs: the update is planned for those days'
     /// partitions alone, and for none when the batch holds no row (a campaign's first attempts).
     func recordStatement(
-        _ results: ArraySlice<Result>, finishedChunks: [Int64], keepingExistingRows: Bool, heldRowsCreated held: CreationSpan
+        _ results: ArraySlice<Result>, finishedChunks: [Int64], allowing: RecordAllowances, heldRowsCreated held: CreationSpan
     ) -> PostgresQuery {
         var rowIDs: [Int64] = []
         var jobs: [Int64] = []
@@ -452,7 +478,8 @@ struct DeliveryQueue: Sendable {
             SELECT r.job_id, r.device_id, r.status, r.code, r.message, r.message_id, r.attempted, r.next_attempt, r.job_created_at,
                    r.app_id
               FROM r WHERE r.row_id = 0
-            \(unescaped: keepingExistingRows ? "ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING" : "")
+            \(unescaped: allowing.contains(.deletedDevices) ? "AND EXISTS (SELECT FROM push_devices v WHERE v.id = r.device_id)" : "")
+            \(unescaped: allowing.contains(.existingRows) ? "ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING" : "")
             """
     }
 

@@ -234,6 +234,69 @@ struct AudienceExpansionTests {
         }
     }
 
+    /// Devices are deactivated, never deleted, but an operator can DELETE one while it sits in a
+    /// chunk. Its result then has no device to refer to: the write drops it and records the rest,
+    /// the chunks end, and the job completes without it (before, the write was refused by the
+    /// foreign key and retried for good, and the worker's results stopped).
+    @Test func aDeviceDeletedInFlightGetsNoRowAndTheWriteGoesOn() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            let (_, job) = try await Self.campaign(client, devices: 100, inactive: [])
+            let queue = Self.queue(client, "a")
+            let expanded = try await queue.expandOldestJob(limit: 101)
+            #expect(expanded.claimed.count == 100 && expanded.complete)
+            let deleted = [expanded.claimed[3].deviceID, expanded.claimed[70].deviceID]
+            try await client.query("DELETE FROM push_devices WHERE id = ANY(\(deleted))")
+
+            let chunks = Array(Set(expanded.claimed.compactMap(\.lease.chunkID)))
+            _ = try await queue.write(.init(results: DeliveryQueue.Result.sent(expanded.claimed), finishedChunks: chunks))
+            #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE job_id = \(job) AND status = 'sent'") == 98)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE device_id = ANY(\(deleted))") == 0)
+            try await queue.completeFinished([job])
+            let summary = try #require(try await JobDirectory(client: client, logger: workerLogger).job(job))
+            #expect((summary.status, summary.audience, summary.sent, summary.pending) == (.completed, 98, 98, 0))
+        }
+    }
+
+    /// Cancelling a job and expiring one settle the chunks no worker holds by giving each of
+    /// their devices a row: a device deleted meanwhile gets none, and the ending goes through
+    /// (before, the foreign key refused it; `push_expire_jobs` ends every due job in one call, so
+    /// no job expired any more).
+    @Test func endingsPassOverDevicesDeletedFromChunksNoWorkerHolds() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            let (_, cancelled) = try await Self.campaign(client, devices: 100, inactive: [])
+            let jobs = JobDirectory(client: client, logger: workerLogger)
+            let expiring = try await jobs.enqueue(
+                appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
+                sendAt: nil, dryRun: false)
+            let queue = Self.queue(client, "crashed")
+            for job in [cancelled, expiring] {
+                let expanded = try await queue.expandOldestJob(limit: 101)
+                #expect(expanded.claimed.count == 100 && expanded.claimed.allSatisfy { $0.jobID == job })
+            }
+            try await client.query("UPDATE push_job_chunks SET lease_until = now() - interval '1 second'")
+            try await client.query("DELETE FROM push_devices WHERE token IN ('expand-5', 'expand-80')")
+
+            #expect(try await jobs.cancel(cancelled) == .cancelled)
+            var summary = try #require(try await jobs.job(cancelled))
+            #expect((summary.status, summary.audience, summary.skipped, summary.pending) == (.cancelled, 98, 98, 0))
+
+            try await client.query(
+                """
+                UPDATE push_jobs SET send_at = now() - interval '2 seconds', expires_at = now() - interval '1 second'
+                 WHERE id = \(expiring)
+                """)
+            var ended: [Int64] = []
+            for try await id in try await client.query("SELECT push_expire_jobs()").decode(Int64.self) { ended.append(id) }
+            #expect(ended == [expiring])
+            summary = try #require(try await jobs.job(expiring))
+            #expect((summary.status, summary.audience, summary.expired, summary.pending) == (.completed, 98, 98, 0))
+            #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
+        }
+    }
+
     /// An app with `devices` active devices (minus the `inactive` ones, by their number) and one
     /// campaign to them.
     private static func campaign(_ client: PostgresClient, devices: Int, inactive: [Int]) async throws -> (app: Int64, job: Int64) {

@@ -72,7 +72,7 @@ struct QueuePlanTests {
             #expect(claimed.count == 2000)
             return try await Self.explain(
                 queue.recordStatement(
-                    DeliveryQueue.Result.sent(claimed)[...], finishedChunks: [], keepingExistingRows: false,
+                    DeliveryQueue.Result.sent(claimed)[...], finishedChunks: [], allowing: [],
                     heldRowsCreated: try #require(try await queue.runningJobsSpan())), client)
         }
         // The day's partition by its primary key; the days ahead, empty, cost nothing to scan.
@@ -123,10 +123,10 @@ struct QueuePlanTests {
             #expect(retried.count == 1 && firstAttempts.count == 9)
             let writes = [
                 "results with a held row": queue.recordStatement(
-                    DeliveryQueue.Result.sent(retried + firstAttempts)[...], finishedChunks: [], keepingExistingRows: false,
+                    DeliveryQueue.Result.sent(retried + firstAttempts)[...], finishedChunks: [], allowing: [],
                     heldRowsCreated: span),
                 "first attempts alone": queue.recordStatement(
-                    DeliveryQueue.Result.sent(firstAttempts)[...], finishedChunks: [], keepingExistingRows: false,
+                    DeliveryQueue.Result.sent(firstAttempts)[...], finishedChunks: [], allowing: [],
                     heldRowsCreated: .empty),
             ]
             for (name, statement) in plans.merging(writes, uniquingKeysWith: { $1 }) {

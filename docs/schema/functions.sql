@@ -292,6 +292,7 @@ BEGIN
         INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
         SELECT v_job.id, dev.id, 'skipped', 'EXPIRED', v_message, v_job.created_at, v_job.app_id
           FROM gone CROSS JOIN LATERAL unnest(device_ids) AS dev(id)
+          JOIN push_devices d ON d.id = dev.id
         ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING;
         UPDATE push_jobs j SET status = 'completed', finished_at = now()
          WHERE j.id = v_job.id

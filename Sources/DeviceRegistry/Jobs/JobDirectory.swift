@@ -314,14 +314,16 @@ public struct JobDirectory: Sendable {
              WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
                AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
             """)
-        // Chunks whose worker is gone: their devices without a row end the same way.
+        // Chunks whose worker is gone: their devices without a row end the same way. A device
+        // an operator deleted meanwhile gets none (its foreign key would refuse the ending).
         try await transaction.query(
             """
             WITH expired AS (
                 DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
             SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message), j.created_at, j.app_id
-              FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id) JOIN push_jobs j ON j.id = \(id)
+              FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id) JOIN push_devices d ON d.id = dev.id
+              JOIN push_jobs j ON j.id = \(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
             """)
         return true
