@@ -129,7 +129,7 @@ struct DeviceEndpointTests {
     @Test func concurrentRegistrationsEachGetTheirOwnAnswer() async throws {
         let fixture = try await APIFixture.make()
         var configuration = fixture.configuration()
-        configuration.databaseURL += (configuration.databaseURL.contains("?") ? "&" : "?") + "pool_max=2"
+        configuration.databaseURL = fixture.database.url(poolMax: 2)
         let app = try await buildApplication(configuration, logger: apiLogger)
         try await app.test(.live) { client in
             let answers = try await withThrowingTaskGroup(of: (Int64, Int, String?, Int?).self) { group in

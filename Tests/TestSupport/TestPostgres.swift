@@ -117,6 +117,12 @@ public struct TestDatabase: Sendable {
         try await TestPostgres.withClient(url: url, body)
     }
 
+    /// The URL with a pool of at most `poolMax` connections: for tests that need their
+    /// statements on one connection, or queued for few.
+    public func url(poolMax: Int) -> String {
+        url + (url.contains("?") ? "&" : "?") + "pool_max=\(poolMax)"
+    }
+
     /// Ends every other client session on this database every 50 ms until `deadline`
     /// (pg_terminate_backend, as a failover or an operator would); how many it ended.
     @discardableResult

@@ -56,7 +56,7 @@ import Testing
     /// and the pool's next one prepares it anew. Kept, every later run on it failed for good.
     @Test func aPreparationRefusedForAMissingTableIsNotKept() async throws {
         let database = try await TestPostgres.shared.makeDatabase()
-        try await TestPostgres.withClient(url: database.url + (database.url.contains("?") ? "&" : "?") + "pool_max=1") { client in
+        try await TestPostgres.withClient(url: database.url(poolMax: 1)) { client in
             let error = try #require(
                 await #expect(throws: PSQLError.self) {
                     try await DatabaseStatement.run(LaterTableStatement(), on: client, logger: logger)

@@ -16,7 +16,7 @@ struct DatabaseTransactionTests {
     @Test(arguments: ["the caller's own error", "a refused statement"])
     func everyErrorRollsTheTransactionBack(_ ending: String) async throws {
         let database = try await TestPostgres.shared.makeDatabase()
-        let url = database.url + (database.url.contains("?") ? "&" : "?") + "pool_max=1"
+        let url = database.url(poolMax: 1)
         try await TestPostgres.withClient(url: url) { client in
             try await client.query("CREATE TABLE rolled_back (n int PRIMARY KEY)")
             await #expect(throws: (any Error).self) {
