@@ -48,7 +48,7 @@ struct DeliveryPolicy {
             -> DeliveryQueue.Result
         {
             .init(
-                claimed, status: status, errorCode: code, errorMessage: message.map { String($0.prefix(500)) },
+                claimed, status: status, errorCode: code, errorMessage: message,
                 messageID: messageID, attempted: true, nextAttempt: now)
         }
         switch outcome {
@@ -135,14 +135,14 @@ struct DeliveryPolicy {
         guard attempt < maxAttempts else {
             return Decision(
                 result: .init(
-                    claimed, status: .failed, errorCode: code, errorMessage: String(message.prefix(500)),
+                    claimed, status: .failed, errorCode: code, errorMessage: message,
                     messageID: nil, attempted: true, nextAttempt: now))
         }
         // The server's Retry-After wins; without it, quota errors back off from a minute.
         let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
         let retry = DeliveryQueue.Result(
             claimed, status: .pending, errorCode: code,
-            errorMessage: String(message.prefix(500)), messageID: nil, attempted: true,
+            errorMessage: message, messageID: nil, attempted: true,
             nextAttempt: now.addingTimeInterval(delay.inSeconds))
         return Decision(result: retry, pauseApp: quota ? delay : nil)
     }

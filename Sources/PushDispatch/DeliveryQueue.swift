@@ -290,6 +290,9 @@ struct DeliveryQueue: Sendable {
 
     /// A final or retry state for one delivery.
     struct Result: Sendable {
+        /// The most characters kept of an error code, an error message or a message id.
+        static let longestText = 500
+
         let lease: Lease
         let jobID: Int64
         let deviceID: Int64
@@ -310,9 +313,10 @@ struct DeliveryQueue: Sendable {
             jobID = claimed.jobID
             deviceID = claimed.deviceID
             self.status = status
-            self.errorCode = errorCode
-            self.errorMessage = errorMessage
-            self.messageID = messageID
+            // What FCM, Google or a proxy said, as the log can hold it (a NUL would refuse the write).
+            self.errorCode = errorCode.map { DeliveryErrorCode(rawValue: $0.rawValue.storable(upTo: Self.longestText)) }
+            self.errorMessage = errorMessage?.storable(upTo: Self.longestText)
+            self.messageID = messageID?.storable(upTo: Self.longestText)
             self.attempted = attempted
             self.nextAttempt = nextAttempt
         }

@@ -373,7 +373,7 @@ struct DispatchStateMachine {
                 record(
                     DeliveryQueue.Result(
                         attempt.claimed, status: .pending, errorCode: unreachable ? .fcmUnreachable : .notSent,
-                        errorMessage: String(reason.prefix(500)), messageID: nil, attempted: false,
+                        errorMessage: reason, messageID: nil, attempted: false,
                         nextAttempt: date.addingTimeInterval((at - now).inSeconds)), into: &write)
                 actions.append(.countSend(app: job.appCode, outcome: "not_sent", times: 1))
             case .giveUp(let bound):

@@ -40,6 +40,43 @@ struct NginxEndpointTests {
             resets: .init(required: [], allowed: []))
     }
 
+    /// FCM's answers are JSON, and JSON can carry `\u0000`, a character PostgreSQL's text
+    /// refuses: here nginx refuses every send with one in the error's message and status. Each
+    /// delivery is recorded failed with the NUL written as U+FFFD, and the job fails with the
+    /// message as its reason. (Before, the write of those results was refused and tried again
+    /// for good, and the worker recorded nothing more.)
+    @Test func anAnswerCarryingANulCharacterIsRecorded() async throws {
+        try await WorkerFixture.with { fixture in
+            let refusal = #"{"error":{"code":400,"message":"refused\u0000here","status":"INVALID\u0000ARGUMENT"}}"#
+            try await NginxServer.withRunning(.init(answer: (400, refusal))) { nginx in
+                _ = try await fixture.sql { client in
+                    try await client.query(
+                        """
+                        INSERT INTO push_devices (user_id, app_id, token, platform)
+                        SELECT g, \(fixture.appID), 'tok-nul-' || g, 'android' FROM generate_series(1, 20) g
+                        """)
+                }
+                var configuration = fixture.configuration
+                configuration.fcmBaseURL = nginx.baseURL
+                configuration.caFile = try nginx.caFile(alsoTrusting: fixture.emulator.caFilePath)
+                let job = try await fixture.campaign()
+                let (status, _) = try await fixture.withWorker(configuration) {
+                    try await Self.finished(job, fixture, within: .seconds(60))
+                }
+                let rows = try await fixture.deliveries(job)
+                #expect(status == "failed")
+                #expect(rows.count == 20 && rows.values.allSatisfy { $0.status == "failed" })
+                let answered = rows.values.filter { $0.attempts == 1 }
+                #expect(!answered.isEmpty)
+                #expect(answered.allSatisfy { $0.errorCode == "INVALID\u{FFFD}ARGUMENT" && $0.errorMessage == "refused\u{FFFD}here" })
+                let reason = try await fixture.sql { client in
+                    try await client.query("SELECT last_error FROM push_jobs WHERE id = \(job)").collect().first?.decode(String.self)
+                }
+                #expect(reason?.contains("refused\u{FFFD}here") == true, "\(reason ?? "no reason")")
+            }
+        }
+    }
+
     static let noError = 0, refusedStream = 7
 
     /// The RST_STREAM error codes nginx must send (at least once each) and may send, read in its

@@ -34,14 +34,19 @@ public final class NginxServer: Sendable {
         /// error.log's level, by default PUSH_TESTS_NGINX_LOG_LEVEL's or info. "debug" (Debian
         /// builds nginx --with-debug) logs every frame, e.g. `http2 send RST_STREAM frame sid:…`.
         public var errorLogLevel: String
+        /// What every send is answered: by default 200 with ``cannedResponse``. The body is
+        /// written into the configuration as it is: nginx keeps a `\u0000` in it for the
+        /// client's JSON parser to read.
+        public var answer: (status: Int, body: String)
 
         public init(
             maxConcurrentStreams: Int? = nil, requestsPerConnection: Int? = nil, readsRequestBodyFirst: Bool = false,
-            errorLogLevel: String? = nil
+            errorLogLevel: String? = nil, answer: (status: Int, body: String) = (200, cannedResponse)
         ) {
             self.maxConcurrentStreams = maxConcurrentStreams
             self.requestsPerConnection = requestsPerConnection
             self.readsRequestBodyFirst = readsRequestBodyFirst
+            self.answer = answer
             self.errorLogLevel = errorLogLevel ?? ProcessInfo.processInfo.environment["PUSH_TESTS_NGINX_LOG_LEVEL"] ?? "info"
         }
     }
@@ -242,7 +247,7 @@ public final class NginxServer: Sendable {
     }
 
     static func configuration(port: Int, directory: String, options: Options) -> String {
-        let answer = "default_type application/json;\n            return 200 '\(cannedResponse)';"
+        let answer = "default_type application/json;\n            return \(options.answer.status) '\(options.answer.body)';"
         let send =
             options.readsRequestBodyFirst
             // The proxy reads the whole body before it connects upstream; the inner server

@@ -295,7 +295,8 @@ public struct JobDirectory: Sendable {
         let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, DeliveryErrorCode, String, String?) =
             switch ending {
             case .cancelled: (.cancelled, .skipped, .cancelled, "the job was cancelled", nil)
-            case .failed(let reason): (.failed, .failed, .jobFailed, reason, reason)
+            // The reason quotes FCM's or Google's answer: as a text column can hold it.
+            case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable(upTo: 500), reason.storable(upTo: 500))
             }
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
