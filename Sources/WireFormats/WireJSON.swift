@@ -29,22 +29,17 @@ public enum WireJSON {
     /// `2026-11-21T20:59:33.388Z`: UTC, milliseconds truncated. PostgreSQL's times have whole
     /// microseconds, so the date is rounded to the microsecond first: Foundation's formatter
     /// truncates the binary fraction and prints `.387` for a stored `.388000` now and then.
-    /// Years outside 0...9999 are not written (none are stored).
+    /// A year outside 0000...9999 (PostgreSQL holds 4713 BC to 294276 AD, and ±infinity) is
+    /// written with a sign and six digits, as JavaScript's `toISOString` does: `+012345-…`,
+    /// `-000001-…`.
     public static func formatted(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        guard seconds >= -62_167_219_200 && seconds < 253_402_300_800 else { return expandedYear(seconds) }
         let microseconds = Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded()) + 978_307_200_000_000
         let milliseconds = microseconds >= 0 ? microseconds / 1000 : (microseconds - 999) / 1000
-        var days = milliseconds >= 0 ? milliseconds / 86_400_000 : (milliseconds - 86_399_999) / 86_400_000
+        let days = milliseconds >= 0 ? milliseconds / 86_400_000 : (milliseconds - 86_399_999) / 86_400_000
         let millisecondOfDay = milliseconds - days * 86_400_000
-        // Civil date from days since 1970 (Howard Hinnant's algorithm, proleptic Gregorian).
-        days += 719_468
-        let era = (days >= 0 ? days : days - 146_096) / 146_097
-        let dayOfEra = days - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let (year, month, day) = ISO8601Time.civil(days: days)
 
         return String(unsafeUninitializedCapacity: 24) { text in
             func put(_ value: Int64, at offset: Int, digits: Int) {
@@ -64,6 +59,22 @@ public enum WireJSON {
             for (offset, separator) in separators { text[offset] = separator }
             return 24
         }
+    }
+
+    /// ``formatted(_:)`` beyond four-digit years, to the millisecond a double still holds there;
+    /// past PostgreSQL's range (its infinities), its first or last moment.
+    private static func expandedYear(_ seconds: Double) -> String {
+        let bounded = seconds.isNaN ? 0 : min(max(seconds, -210_835_180_800), 9_224_318_015_999.999)
+        let days = Int64((bounded / 86_400).rounded(.down))
+        let millisecondOfDay = min(max(Int64(((bounded - Double(days) * 86_400) * 1000).rounded(.down)), 0), 86_399_999)
+        let (year, month, day) = ISO8601Time.civil(days: days)
+        func padded(_ value: Int64, _ digits: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, digits - text.count)) + text
+        }
+        return (year < 0 ? "-" : "+") + padded(abs(year), 6) + "-" + padded(month, 2) + "-" + padded(day, 2) + "T"
+            + padded(millisecondOfDay / 3_600_000, 2) + ":" + padded(millisecondOfDay / 60_000 % 60, 2) + ":"
+            + padded(millisecondOfDay / 1000 % 60, 2) + "." + padded(millisecondOfDay % 1000, 3) + "Z"
     }
 
     /// Where `formatted` puts its punctuation: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
