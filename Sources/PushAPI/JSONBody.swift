@@ -30,7 +30,8 @@ enum JSONBody {
         } catch let error as JSONSyntaxError where error.problem == .tooDeep {
             throw APIError.validation("the body nests deeper than \(JSONParser.maximumDepth) levels (at byte \(error.offset))")
         } catch {
-            throw APIError.malformedJSON("the body is not valid JSON")
+            // Where and what, as the parser says it: a lone surrogate, a bad byte, a line and column.
+            throw APIError.malformedJSON("the body is not valid JSON: \(error)")
         }
         guard case .object(let members) = value else { throw APIError.validation("the body must be a JSON object") }
         return try JSONObject(members: members)
@@ -91,8 +92,12 @@ struct JSONObject<Field: BodyField> {
         return value
     }
 
+    /// A string PostgreSQL can hold: a NUL is refused here, naming the member, not by the
+    /// database in its own words.
     func string(_ field: Field) throws(APIError) -> String? {
-        try read(field, as: "a string") { $0.string }
+        let text = try read(field, as: "a string") { $0.string }
+        if let text, text.utf8.contains(0) { throw APIError.validation("\(field.rawValue) must not contain NUL characters (\\u0000)") }
+        return text
     }
 
     func bool(_ field: Field) throws(APIError) -> Bool? {
@@ -108,7 +113,7 @@ struct JSONObject<Field: BodyField> {
     }
 
     func strings(_ field: Field) throws(APIError) -> [String]? {
-        try elements(field, as: "a string") { $0.string }
+        try elements(field, as: "a string without NUL characters") { $0.string.flatMap { $0.utf8.contains(0) ? nil : $0 } }
     }
 
     private func read<Value>(_ field: Field, as kind: String, _ value: (JSONValue) -> Value?) throws(APIError) -> Value? {

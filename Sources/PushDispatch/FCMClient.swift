@@ -142,7 +142,8 @@ struct PreparedMessage: Sendable {
             added = true
         }
         add("\(marker)s", as: "ttl", in: "android", headers: false)
-        add("\(Int(expiresAt.timeIntervalSince1970.rounded(.down)))", as: "apns-expiration", in: "apns", headers: true)
+        let epoch = Int(exactly: expiresAt.timeIntervalSince1970.rounded(.down)) ?? .max
+        add("\(epoch)", as: "apns-expiration", in: "apns", headers: true)
         add(marker, as: "TTL", in: "webpush", headers: true)
         guard added else { return nil }
         return (String(decoding: WireJSON.encoded(JSONValue.object(message)), as: UTF8.self), marker)
@@ -150,7 +151,7 @@ struct PreparedMessage: Sendable {
 
     /// Whole seconds left until the expiry, at least 0.
     static func secondsLeft(until expiresAt: Date, now: Date) -> Int {
-        min(max(Int(expiresAt.timeIntervalSince(now).rounded(.down)), 0), longestTTL)
+        Int(min(max(expiresAt.timeIntervalSince(now).rounded(.down), 0), Double(longestTTL)))
     }
 
     func body(target: String, type: TokenType, now: Date = Date()) -> ByteBuffer {

@@ -40,16 +40,24 @@ struct MessageOptions: ParsableArguments {
         guard digits.allSatisfy(\.isASCII), let count = Int64(digits), count > 0, count <= Int64.max / (unit ?? 1) else {
             throw ValidationError("expected a positive whole number of seconds, or of s, m, h or d (90s, 15m, 2h, 1d)")
         }
-        return .seconds(count * (unit ?? 1))
+        let ttl = Duration.seconds(count * (unit ?? 1))
+        guard ttl <= JobDirectory.longestTTL else {
+            throw ValidationError("at most \(JobDirectory.longestTTL.components.seconds / 86_400)d (ten years)")
+        }
+        return ttl
     }
 
     func messageJSON() throws -> String {
         if let message {
             // PostgreSQL would refuse it too, but in its own words and without naming the option.
+            let parsed: JSONValue
             do {
-                _ = try JSONParser.parse(Data(message.utf8))
+                parsed = try JSONParser.parse(Data(message.utf8))
             } catch {
                 throw InvalidJSONOption(option: "--message", syntax: error)
+            }
+            if let path = parsed.pathHoldingNUL(from: "message") {
+                throw CLIError("--message: \(path) must not contain NUL characters (\\u0000)")
             }
             return message
         }
@@ -303,7 +311,7 @@ struct Prune: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            guard idleDays >= 1 else { throw CLIError("--idle-days must be at least 1") }
+            guard (1...36_500).contains(idleDays) else { throw CLIError("--idle-days must be 1 to 36500 (a hundred years)") }
             let counts = try await withDatabase(database) { client, logger in
                 try await JobDirectory(client: client, logger: logger).prune(idleDays: idleDays, dryRun: dryRun)
             }

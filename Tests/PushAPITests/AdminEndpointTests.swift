@@ -207,20 +207,51 @@ struct AdminEndpointTests {
         #expect(try await fixture.database.text("SELECT (message = \(message)::jsonb)::text FROM push_jobs WHERE id = \(id)") == "true")
     }
 
-    /// PostgreSQL text cannot hold NUL: a 400 naming the refusal, never a 500.
-    @Test func nulCharactersAreRefusedNotA500() async throws {
+    /// PostgreSQL text cannot hold NUL: a 400 naming the field, never a 500 nor the database's words.
+    @Test func nulCharactersAreRefusedNamingTheField() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.admin { client in
-            for body in [
-                #"{"appCode":"wo\u0000wa","userIds":[1],"message":{}}"#,
-                #"{"appCode":"wowa","userIds":[1],"idempotencyKey":"k\u0000","message":{}}"#,
-                #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"a\u0000b"}}}"#,
+            for (body, names) in [
+                (#"{"appCode":"wo\u0000wa","userIds":[1],"message":{}}"#, "appCode must not contain NUL characters"),
+                (#"{"appCode":"wowa","userIds":[1],"idempotencyKey":"k\u0000","message":{}}"#, "idempotencyKey must not contain NUL"),
+                (
+                    #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"a\u0000b"}}}"#,
+                    "message.notification.title must not contain NUL characters (\\u0000)"
+                ),
+                (#"{"appCode":"wowa","userIds":[1],"message":{"data":{"k\u0000":"v"}}}"#, "message.data must not contain NUL"),
+                (#"{"appCode":"wowa","campaign":true,"platforms":["io\u0000s"],"message":{}}"#, "platforms.0 must be a string without NUL"),
+                (#"{"appCode":"wowa","userIds":[1],"sendAt":"2030-01-01T00:00:00Z\u0000","message":{}}"#, "sendAt must not contain NUL"),
             ] {
                 let response = try await client.admin(.post, "/push/notifications", json: body)
                 #expect(response.status == .badRequest && response.code == "VALIDATION_FAILED", "\(body): \(response.text)")
+                #expect(response.message.contains(names), "\(body): \(response.text)")
             }
         }
         #expect(try await fixture.queueState() == "0 jobs:  / ")
+    }
+
+    /// SQL takes any time PostgreSQL holds (`push_enqueue(send_at => '0044-03-15 BC')`): the
+    /// job is shown with a signed six-digit year, as JavaScript writes one. Formatting year 0
+    /// once stopped push-api on every listing that held the job.
+    @Test func aJobQueuedFromSQLForAYearBeyondFourDigitsIsShown() async throws {
+        let fixture = try await APIFixture.make()
+        let (early, late) = try await fixture.database.seed { seed in
+            (
+                try #require(
+                    try await seed.value("SELECT push_enqueue('wowa', '{1}', '{}', send_at => '0044-03-15 12:00:00+00 BC')", as: Int64.self)
+                ),
+                try #require(
+                    try await seed.value("SELECT push_enqueue('wowa', '{1}', '{}', send_at => '12345-06-07 08:09:10+00')", as: Int64.self))
+            )
+        }
+        try await fixture.admin { client in
+            let shown = try await client.admin(.get, "/admin/jobs/\(early)")
+            #expect(shown.status == .ok && shown.json["sendAt"] as? String == "-000043-03-15T12:00:00.000Z", "\(shown.text)")
+            let list = try await client.admin(.get, "/admin/jobs")
+            let jobs = try #require(list.json["jobs"] as? [[String: Any]], "\(list.text)")
+            #expect(jobs.compactMap { $0["sendAt"] as? String } == ["+012345-06-07T08:09:10.000Z", "-000043-03-15T12:00:00.000Z"])
+            #expect(jobs.compactMap { int64($0["id"]) } == [late, early])
+        }
     }
 
     @Test func theSameIdempotencyKeyGivesTheSameJobNeverASecond() async throws {
@@ -293,6 +324,10 @@ struct AdminEndpointTests {
         Rejected(body: notification(#""userIds":[1],"sendAt":"2026-12-01 09:00""#), names: "sendAt"),
         Rejected(body: notification(#""userIds":[1],"sendAt":"2026-12-01T09:00:00""#), names: "sendAt"),
         Rejected(body: notification(#""userIds":[1],"sendAt":1796115600"#), names: "sendAt"),
+        // What Foundation's parser let through: trailing text, a day rolled into March, year 0.
+        Rejected(body: notification(#""userIds":[1],"sendAt":"2030-01-01T00:00:00Zgarbage""#), names: "sendAt"),
+        Rejected(body: notification(#""userIds":[1],"sendAt":"2030-02-30T00:00:00Z""#), names: "sendAt"),
+        Rejected(body: notification(#""userIds":[1],"sendAt":"0000-01-01T00:00:00Z""#), names: "sendAt"),
         Rejected(body: notification(#""userIds":[1],"campaign":true"#), names: "userIds"),
         Rejected(body: notification(#""dryRun":true"#), names: "userIds"),
         Rejected(body: notification(#""campaign":false"#), names: "userIds"),
@@ -335,10 +370,18 @@ struct AdminEndpointTests {
         Rejected(body: notification(#""campaign":true,"ttlSeconds":"60""#), names: "ttlSeconds"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":9223372036854775807"#), names: "ttlSeconds"),
         Rejected(body: notification(#""campaign":true,"ttlSeconds":99999999999999999999"#), names: "ttlSeconds"),
+        Rejected(body: notification(#""campaign":true,"ttlSeconds":315360001"#), names: "ttlSeconds must be at most 315360000"),
+        // 200 characters as Swift counts them, 400 code points as PostgreSQL does.
+        Rejected(
+            body: notification(#""userIds":[1],"idempotencyKey":"\#(String(repeating: "e\u{301}", count: 200))""#),
+            names: "idempotencyKey must be 1 to 200 characters"),
         Rejected(
             body: notification(#""campaign":true,"ttl":60"#), names: #"unknown field "ttl"; expected one of appCode, userIds, campaign"#),
         Rejected(body: "[1]", names: "the body must be a JSON object"),
         Rejected(body: #"{"appCode":"wowa","userIds":[1],"message":{"#, code: "MALFORMED_JSON", names: "not valid JSON"),
+        Rejected(
+            body: #"{"appCode":"wowa","userIds":[1],"message":{"data":{"k":"\ud800"}}}"#, code: "MALFORMED_JSON",
+            names: "not valid JSON: invalid UTF-8 or a lone surrogate in the string at line 1"),
         Rejected(body: queueBody, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE", names: "application/json"),
         // Over the device routes' 16 KiB yet within this route's 256 KiB: FCM's own limit answers.
         Rejected(

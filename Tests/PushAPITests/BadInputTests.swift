@@ -19,7 +19,8 @@ struct BadInputTests {
 
     static let cases: [Case] = [
         Case(
-            json: "{not json", contentType: "application/json", status: 400, code: "MALFORMED_JSON", message: "the body is not valid JSON"),
+            json: "{not json", contentType: "application/json", status: 400, code: "MALFORMED_JSON",
+            message: "the body is not valid JSON: unexpected 'n' at line 1, column 2"),
         Case(
             json: "[1,2]", contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
             message: "the body must be a JSON object"),

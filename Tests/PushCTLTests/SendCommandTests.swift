@@ -279,7 +279,21 @@ struct SendCommandTests {
             (["campaign", "--app", "wowa", "--title", "x", "--ttl", "5x"], "expected a positive whole number of seconds"),
             (["campaign", "--app", "wowa", "--title", "x", "--ttl", "1.5h"], "expected a positive whole number of seconds"),
             (["campaign", "--app", "wowa", "--title", "x", "--ttl", "h"], "expected a positive whole number of seconds"),
-            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "9999999999999"], "pushctl: --ttl: interval out of range"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "9999999999999"], "at most 3650d (ten years)"),
+            (["campaign", "--app", "wowa", "--title", "x", "--ttl", "3651d"], "at most 3650d (ten years)"),
+            (
+                ["campaign", "--app", "wowa", "--title", "x", "--at", "2030-02-30T00:00:00Z"],
+                "--at '2030-02-30T00:00:00Z' is not an ISO 8601 time"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--title", "x", "--at", "0000-01-01T00:00:00Z"],
+                "--at '0000-01-01T00:00:00Z' is not an ISO 8601 time"
+            ),
+            (
+                ["campaign", "--app", "wowa", "--message", #"{"data":{"k":"a\u0000b"}}"#],
+                "pushctl: --message: message.data.k must not contain NUL characters (\\u0000)"
+            ),
+            (["prune", "--idle-days", "100000"], "--idle-days must be 1 to 36500"),
         ]
         for (arguments, message) in cases {
             let result = try await pushctl.run(arguments, environment: env)

@@ -29,7 +29,7 @@ public enum AppDirectoryError: Error, CustomStringConvertible, Equatable {
         switch self {
         case .invalidCode(let code):
             "app code '\(code)' must be 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter or digit"
-        case .invalidName: "app name must be 1 to 200 characters"
+        case .invalidName: "app name must be 1 to 200 characters, without NUL"
         case .duplicateCode(let code): "an app with code '\(code)' already exists"
         case .unknownCode(let code): "no app with code '\(code)'"
         case .invalidRate(let rate): "the send rate must be 1 to \(Int32.max) sends per second, not \(rate)"
@@ -57,7 +57,7 @@ public struct AppDirectory: Sendable {
     public func add(code: String, name: String, serviceAccount: ServiceAccount?) async throws -> App {
         try Self.validate(code: code)
         // The table counts code points (char_length), not grapheme clusters.
-        guard (1...200).contains(name.unicodeScalars.count) else { throw AppDirectoryError.invalidName }
+        guard (1...200).contains(name.unicodeScalars.count), !name.utf8.contains(0) else { throw AppDirectoryError.invalidName }
         do {
             let rows = try await DatabaseStatement.run(
                 """

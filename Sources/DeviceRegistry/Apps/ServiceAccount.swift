@@ -19,6 +19,8 @@ public struct ServiceAccount: Sendable, Equatable, CustomStringConvertible {
         self.privateKeyID = privateKeyID
     }
 
+    private static let projectIDBytes = Set("abcdefghijklmnopqrstuvwxyz0123456789-.:".utf8)
+
     /// Reads a service-account JSON as downloaded from the Firebase console and checks that the
     /// key is a usable RSA private key, so a broken file is refused now rather than at send time.
     public init(json data: Data) throws(ServiceAccountError) {
@@ -32,12 +34,20 @@ public struct ServiceAccount: Sendable, Equatable, CustomStringConvertible {
         func string(_ field: String) throws(ServiceAccountError) -> String? {
             switch members[field] {
             case nil, .null?: return nil
-            case .string(let value)?: return value
+            case .string(let value)?:
+                // PostgreSQL's text cannot hold it, and no key or address has one.
+                guard !value.utf8.contains(0) else { throw .holdsNUL(field) }
+                return value
             default: throw .notAString(field)
             }
         }
         if let type = try string("type"), type != "service_account" { throw .wrongType(type) }
         guard let projectID = try string("project_id"), !projectID.isEmpty else { throw .missingField("project_id") }
+        // It becomes part of FCM's URL: Google's project ids (and the older domain-scoped ones,
+        // `example.com:project`) are lowercase letters, digits, '-', '.' and ':'.
+        guard projectID.utf8.count <= 100, projectID.utf8.allSatisfy(Self.projectIDBytes.contains) else {
+            throw .invalidProjectID
+        }
         guard let clientEmail = try string("client_email"), clientEmail.contains("@") else { throw .missingField("client_email") }
         guard let key = try string("private_key"), !key.isEmpty else { throw .missingField("private_key") }
         do {
@@ -58,6 +68,8 @@ public enum ServiceAccountError: Error, CustomStringConvertible, Equatable {
     case wrongType(String)
     case missingField(String)
     case unreadablePrivateKey
+    case holdsNUL(String)
+    case invalidProjectID
 
     public var description: String {
         switch self {
@@ -67,6 +79,8 @@ public enum ServiceAccountError: Error, CustomStringConvertible, Equatable {
         case .wrongType(let type): "service account file has type '\(type)', expected 'service_account'"
         case .missingField(let field): "service account file lacks '\(field)'"
         case .unreadablePrivateKey: "service account private_key is not an RSA private key in PEM form"
+        case .holdsNUL(let field): "service account file's '\(field)' contains a NUL character (\\u0000)"
+        case .invalidProjectID: "service account file's 'project_id' must be 1 to 100 lowercase letters, digits, '-', '.' or ':'"
         }
     }
 }

@@ -194,6 +194,10 @@ public struct JobDirectory: Sendable {
         preconditionFailure("the enqueue functions return one row")
     }
 
+    /// The longest `ttl` the API, the console and pushctl take: ten years, far past FCM's own
+    /// 28 days, and short of dates no one can write.
+    public static let longestTTL = Duration.seconds(315_360_000)
+
     /// How many jobs one listing may ask for (GET /admin/jobs, pushctl jobs).
     public static let listLimits: ClosedRange<Int64> = 1...1000
 

@@ -97,7 +97,11 @@ struct AdminController {
                 }
             }
             guard case .object = message else { throw APIError.validation("message must be a JSON object") }
-            if let key = idempotencyKey, !(1...200).contains(key.count) {
+            if let path = message.pathHoldingNUL(from: "message") {
+                throw APIError.validation("\(path) must not contain NUL characters (\\u0000)")
+            }
+            // Counted as PostgreSQL counts them: code points, not grapheme clusters.
+            if let key = idempotencyKey, !(1...200).contains(key.unicodeScalars.count) {
                 throw APIError.validation("idempotencyKey must be 1 to 200 characters")
             }
             let jobPriority = try priority.map { text in
@@ -111,6 +115,9 @@ struct AdminController {
             }
             if let ttlSeconds, ttlSeconds <= 0 {
                 throw APIError.validation("ttlSeconds must be a positive integer")
+            }
+            if let ttlSeconds, ttlSeconds > JobDirectory.longestTTL.components.seconds {
+                throw APIError.validation("ttlSeconds must be at most \(JobDirectory.longestTTL.components.seconds) (ten years)")
             }
             func time(_ text: String?, _ field: String) throws -> Date? {
                 try text.map { text in

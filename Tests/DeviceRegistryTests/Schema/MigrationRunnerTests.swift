@@ -111,6 +111,28 @@ struct ServiceAccountTests {
         #expect(!account.description.contains("PRIVATE KEY"))
     }
 
+    /// A NUL (which PostgreSQL's text refuses) in any field, and a project id that is not one
+    /// (it becomes part of FCM's URL), are refused naming the field.
+    @Test func refusesANulCharacterAndAProjectIDThatIsNotOne() throws {
+        let file = try ServiceAccountFile.make(projectID: "wowa-prod")
+        func account(_ changes: [String: String]) throws -> ServiceAccount {
+            let fields = [
+                "type": "service_account", "project_id": "wowa-prod", "client_email": file.clientEmail,
+                "private_key": file.privateKeyPEM, "private_key_id": file.privateKeyID,
+            ].merging(changes) { $1 }
+            return try ServiceAccount(json: JSONSerialization.data(withJSONObject: fields))
+        }
+        #expect(try account(["project_id": "example.com:wowa-prod-2"]).projectID == "example.com:wowa-prod-2")
+        for field in ["project_id", "client_email", "private_key_id", "type"] {
+            let error = #expect(throws: ServiceAccountError.holdsNUL(field)) { try account([field: "a\u{0}b@c"]) }
+            #expect(error?.description == "service account file's '\(field)' contains a NUL character (\\u0000)")
+        }
+        #expect(throws: ServiceAccountError.holdsNUL("private_key")) { try account(["private_key": file.privateKeyPEM + "\u{0}"]) }
+        for projectID in ["Wowa-Prod", "wowa/prod", "wowa prod", "wowa\nprod", String(repeating: "p", count: 101)] {
+            #expect(throws: ServiceAccountError.invalidProjectID) { try account(["project_id": projectID]) }
+        }
+    }
+
     @Test func refusesBrokenFiles() {
         let notJSON = #expect(throws: ServiceAccountError.self) {
             try ServiceAccount(json: Data("{\n  \"type\": \"service_account\",\n}".utf8))

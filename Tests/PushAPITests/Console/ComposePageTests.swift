@@ -113,6 +113,10 @@ struct ComposePageTests {
                 form: [("userIds", "1"), ("expiresAt", "2040-01-01T00:00:00Z"), ("ttlSeconds", "60")],
                 json: #""userIds":[1],"expiresAt":"2040-01-01T00:00:00Z","ttlSeconds":60"#, field: "expiry"),
             Refusal(form: [("userIds", "1"), ("ttlSeconds", "1.5")], json: #""userIds":[1],"ttlSeconds":"1.5""#, field: "expiry"),
+            // The preview once added it to the send time and stopped push-api.
+            Refusal(
+                form: [("userIds", "1"), ("ttlSeconds", "9223372036854775807")], json: #""userIds":[1],"ttlSeconds":9223372036854775807"#,
+                field: "expiry"),
             Refusal(form: [("userIds", "1"), ("priority", "urgent")], json: #""userIds":[1],"priority":"urgent""#, field: "priority"),
             Refusal(
                 form: [("userIds", "1"), ("idempotencyKey", String(repeating: "k", count: 201))],
