@@ -115,6 +115,7 @@ struct Send: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors {
             guard !users.isEmpty else { throw CLIError("name at least one --user") }
+            if let user = users.first(where: { $0 <= 0 }) { throw CLIError("--user must be a positive user id, not \(user)") }
             print(try await options.enqueue(database, userIDs: users, platforms: nil))
         }
     }

@@ -53,7 +53,13 @@ struct AuthenticationTests {
                 "the access token's algorithm none is not accepted")
             expectUnauthenticated(
                 try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(userID: nil, appID: app)), json: body),
-                "the access token has no integer userId (or decimal sub) claim")
+                "the access token has no positive integer userId (or decimal sub) claim")
+            for user: Int64 in [0, -1] {
+                expectUnauthenticated(
+                    try await client.send(
+                        .post, "/push/devices", token: TokenMint.sign(TokenMint.claims(userID: user, appID: app)), json: body),
+                    "the access token has no positive integer userId (or decimal sub) claim")
+            }
             expectUnauthenticated(
                 try await client.send(.post, "/push/devices", token: TokenMint.sign(TokenMint.claims(appID: nil)), json: body),
                 "the access token has no integer appId claim")

@@ -101,7 +101,7 @@ struct DeviceEndpointTests {
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for i in 0..<120 {
                     group.addTask {
-                        let user = Int64(i % 12)
+                        let user = Int64(i % 12 + 1)
                         let token = "contested-\(i % 3)"
                         if i % 7 == 0 {
                             return Int(try await client.send(.get, "/push/devices", token: fixture.token(user: user)).status.code)

@@ -294,6 +294,7 @@ struct SendCommandTests {
                 "pushctl: --message: message.data.k must not contain NUL characters (\\u0000)"
             ),
             (["prune", "--idle-days", "100000"], "--idle-days must be 1 to 36500"),
+            (["send", "--app", "wowa", "--user", "0", "--title", "x"], "--user must be a positive user id, not 0"),
         ]
         for (arguments, message) in cases {
             let result = try await pushctl.run(arguments, environment: env)

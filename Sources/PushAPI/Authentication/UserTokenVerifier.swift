@@ -110,7 +110,7 @@ public struct UserTokenVerifier: Sendable {
             case .notYetValid: "the access token is not valid yet (nbf)"
             case .wrongIssuer: "the access token's issuer is not accepted"
             case .wrongAudience: "the access token's audience is not accepted"
-            case .missingUser: "the access token has no integer userId (or decimal sub) claim"
+            case .missingUser: "the access token has no positive integer userId (or decimal sub) claim"
             case .missingApp: "the access token has no integer appId claim"
             }
         }
@@ -147,7 +147,9 @@ public struct UserTokenVerifier: Sendable {
             guard let aud = claims.aud else { throw .wrongAudience }
             do { try aud.verifyIntendedAudience(includes: audience) } catch { throw .wrongAudience }
         }
-        guard let userID = claims.userId ?? claims.sub.flatMap({ Int64($0.value) }) else { throw .missingUser }
+        // Positive, as push_enqueue's user ids are: a device registered for user 0 or -1 could
+        // never be sent to.
+        guard let userID = claims.userId ?? claims.sub.flatMap({ Int64($0.value) }), userID > 0 else { throw .missingUser }
         guard let appID = claims.appId else { throw .missingApp }
         return AppUser(userID: userID, appID: appID)
     }

@@ -106,7 +106,7 @@ struct AdminController {
             }
             let jobPriority = try priority.map { text in
                 guard let priority = JobPriority(rawValue: text) else {
-                    throw APIError.validation("priority must be one of \(JobPriority.choiceList), not \"\(text)\"")
+                    throw APIError.validation("priority must be one of \(JobPriority.choiceList), not \"\(text.prefix(64))\"")
                 }
                 return priority
             }
