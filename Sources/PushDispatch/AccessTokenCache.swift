@@ -158,6 +158,37 @@ struct GoogleTokenExchange: Sendable {
     struct Grant: Sendable {
         let accessToken: String
         let expiresIn: Duration
+
+        /// What the token endpoint's answer means: a grant, or why there is none. The token
+        /// goes into every send's `authorization` header: one that is not an RFC 6750 bearer
+        /// token (a control character, a space, over 4 KiB; Google's are ~200 bytes of
+        /// base64url and dots) would have every send refused or reset, so the endpoint is
+        /// treated as unavailable instead. The lifetime is kept within a minute and a day
+        /// (Google's is an hour): with `expires_in` 0 every send would exchange anew.
+        static func read(status: UInt, body: ByteBuffer, retryAfter: Duration?) throws(AccessTokenError) -> Grant {
+            let json = body.withUnsafeReadableBytes { try? JSONParser.parse($0) }
+            switch status {
+            case 200:
+                guard let token = json?["access_token"]?.string, !token.isEmpty else {
+                    throw .transient("no access_token in the answer")
+                }
+                guard token.utf8.count <= 4096, token.utf8.allSatisfy(bearerTokenBytes.contains) else {
+                    throw .transient("the access_token in the answer is not a bearer token (RFC 6750)")
+                }
+                // It may arrive as a string.
+                let expiresIn = json?["expires_in"]
+                let seconds = expiresIn?.integer ?? expiresIn?.string.flatMap { Int64($0) } ?? 3600
+                return Grant(accessToken: token, expiresIn: .seconds(min(max(seconds, 60), 86_400)))
+            case 408, 429, 500...599:
+                throw .transient("HTTP \(status)", retryAfter: retryAfter)
+            default:
+                let error = json?["error"]?.string ?? "HTTP \(status)"
+                let description = json?["error_description"]?.string
+                throw .refused(description ?? error)
+            }
+        }
+
+        private static let bearerTokenBytes = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=".utf8)
     }
 
     func grant(for account: ServiceAccount) async throws -> Grant {
@@ -177,22 +208,6 @@ struct GoogleTokenExchange: Sendable {
         } catch {
             throw AccessTokenError.transient("\(error)")
         }
-        let json = body.withUnsafeReadableBytes { try? JSONParser.parse($0) }
-        switch status {
-        case 200:
-            guard let token = json?["access_token"]?.string, !token.isEmpty else {
-                throw AccessTokenError.transient("no access_token in the answer")
-            }
-            // Trust the number that comes back; it may arrive as a string.
-            let expiresIn = json?["expires_in"]
-            let seconds = expiresIn?.integer ?? expiresIn?.string.flatMap { Int64($0) } ?? 3600
-            return Grant(accessToken: token, expiresIn: .seconds(seconds))
-        case 408, 429, 500...599:
-            throw AccessTokenError.transient("HTTP \(status)", retryAfter: retryAfter)
-        default:
-            let error = json?["error"]?.string ?? "HTTP \(status)"
-            let description = json?["error_description"]?.string
-            throw AccessTokenError.refused(description ?? error)
-        }
+        return try Grant.read(status: status, body: body, retryAfter: retryAfter)
     }
 }
