@@ -311,6 +311,8 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             guard var stream = streams[frame.streamID] else { return }
             if case .byteBuffer(var bytes) = data.data {
                 guard stream.body.readableBytes + bytes.readableBytes <= Self.maxResponseBytes else {
+                    // With its status in, this is the answer, its body cut here.
+                    if stream.status != nil { complete(frame.streamID) }
                     cancel(frame.streamID, .responseTooLarge(Self.maxResponseBytes), context: context)
                     needsFlush = true
                     return
@@ -406,7 +408,13 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
     }
 
     /// Fails a stream we give up on and tells the server with RST_STREAM(CANCEL); the caller flushes.
+    /// A stream whose request went out may still get DATA, which NIOHTTP2 drops once the stream
+    /// is reset without handing it on, so its connection window never comes back: enough of
+    /// it (one oversized answer, or late answers to many timed-out sends) and no answer reaches
+    /// this connection again, though it still answers PINGs. It is retired, and closes once the
+    /// rest of its streams are answered.
     private func cancel(_ id: HTTP2StreamID, _ error: FCMTransportError, context: ChannelHandlerContext) {
+        if streams[id]?.written ?? true { state.retire() }
         fail(id, error)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
     }

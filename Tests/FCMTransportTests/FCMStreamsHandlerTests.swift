@@ -152,6 +152,36 @@ struct FCMStreamsHandlerTests {
         let frames = try harness.written()
         #expect(frames.count == 1 && frames[0].streamID == 3)
         if case .rstStream(let code) = frames.first?.payload { #expect(code == .cancel) } else { Issue.record("no RST_STREAM: \(frames)") }
+        // Its late answer would be dropped by NIOHTTP2 with its connection window: the
+        // connection takes no new sends, and closes once its streams are done (here: at once).
+        #expect(!harness.state.isUsable)
+        #expect(!harness.channel.isActive)
+    }
+
+    /// An answer over the size limit is the answer its status says, its body cut; the rest is
+    /// not read (RST_STREAM) and the connection retired: the window of the DATA already on its
+    /// way never comes back. Found against nginx: after one 1 MB answer, every later answer on
+    /// the connection timed out, and each send was made again.
+    @Test func anOversizedAnswerIsItsStatusAndRetiresTheConnection() throws {
+        let harness = try Harness()
+        let answers = try harness.send(2)
+        _ = try harness.written()
+        try harness.channel.writeInbound(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: [":status": "503"]))))
+        for _ in 0..<5 {
+            try harness.channel.writeInbound(
+                HTTP2Frame(streamID: 1, payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 60 * 1024))))))
+        }
+        #expect(!harness.state.isUsable)
+        let resets = try harness.written().filter { if case .rstStream(.cancel) = $0.payload { $0.streamID == 1 } else { false } }
+        #expect(resets.count == 1)
+        // The other stream is still answered on it; then it closes.
+        #expect(harness.channel.isActive)
+        try harness.answer(3, status: 200, body: #"{"name":"projects/p/messages/1"}"#)
+        let results = try #require(Harness.results(answers))
+        let cut = try results[0].get()
+        #expect(cut.status == 503 && cut.body.readableBytes <= 256 * 1024 && cut.body.readableBytes >= 240 * 1024)
+        #expect((try? results[1].get())?.status == 200)
+        #expect(!harness.channel.isActive)
     }
 
     /// Keeps every write's promise pending, as a connection whose TLS handshake has not finished does.
