@@ -138,8 +138,12 @@ struct DeliveryPolicy {
                     claimed, status: .failed, errorCode: code, errorMessage: message,
                     messageID: nil, attempted: true, nextAttempt: now))
         }
-        // The server's Retry-After wins; without it, quota errors back off from a minute.
-        let delay = retryAfter.map { min($0, Self.longestRetryAfter) } ?? Self.backoff(attempt: attempt, quota: quota)
+        // The server's Retry-After wins, within an hour and never below the shortest backoff
+        // (a second; a minute for quota, as FCM asks): `Retry-After: 0` or a date past spent
+        // every attempt in three seconds. Without it, the backoff doubles.
+        let delay =
+            retryAfter.map { min(max($0, Self.shortestRetry(quota: quota)), Self.longestRetryAfter) }
+            ?? Self.backoff(attempt: attempt, quota: quota)
         let retry = DeliveryQueue.Result(
             claimed, status: .pending, errorCode: code,
             errorMessage: message, messageID: nil, attempted: true,
@@ -159,6 +163,8 @@ struct DeliveryPolicy {
         let jittered = min(max(base * Double.random(in: 0.5...1.5), quota ? 60 : 0), 300)
         return .milliseconds(Int(jittered * 1000))
     }
+
+    static func shortestRetry(quota: Bool) -> Duration { quota ? .seconds(60) : .seconds(1) }
 
     /// The server's `Retry-After` is honoured up to an hour, so that a delivery's retries stay
     /// bounded in time as well as in number.

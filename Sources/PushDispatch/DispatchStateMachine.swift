@@ -418,8 +418,7 @@ struct DispatchStateMachine {
                         "push.token": "\(maskedToken(attempt.claimed.token))",
                     ]))
         }
-        if let wait = decision.pauseApp {
-            pause(app: job.appID, for: wait, now: now)
+        if let wait = decision.pauseApp, pause(app: job.appID, for: wait, now: now) {
             actions.append(
                 .log(.warning, "FCM quota exceeded, slowing the app down", ["push.app": "\(job.appCode)", "push.pause": "\(wait)"]))
         }
@@ -438,8 +437,13 @@ struct DispatchStateMachine {
     // MARK: Recording
 
     /// A later answer with a shorter wait does not cut an earlier pause short.
-    private mutating func pause(app: Int64, for wait: Duration, now: ContinuousClock.Instant) {
-        pausedApps[app] = max(pausedApps[app] ?? now, now + wait)
+    /// True when the app was not paused already: a campaign's sends answered 429 together
+    /// pause it once, not once each.
+    @discardableResult
+    private mutating func pause(app: Int64, for wait: Duration, now: ContinuousClock.Instant) -> Bool {
+        let until = pausedApps[app] ?? now
+        pausedApps[app] = max(until, now + wait)
+        return until <= now
     }
 
     private mutating func failJob(_ job: Int64, _ reason: String, into write: inout Outbox.Batch) {

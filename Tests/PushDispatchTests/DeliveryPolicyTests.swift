@@ -75,16 +75,24 @@ struct DeliveryPolicyTests {
         }
     }
 
-    @Test func retryAfterIsHonouredUpToAnHourAndQuotaPausesTheApp() {
+    /// Within an hour, and never below a minute for quota (as FCM asks) or a second otherwise:
+    /// `Retry-After: 0` (or a date past) once spent every attempt in three seconds.
+    @Test func retryAfterIsHonouredBetweenTheShortestBackoffAndAnHourAndQuotaPausesTheApp() {
         var policy = DeliveryPolicy(maxAttempts: 5)
         let now = Date()
-        for (retryAfter, expected) in [(0, 0.0), (7, 7), (86_400, 3600)] {
+        for (retryAfter, expected) in [(0, 60.0), (7, 60), (120, 120), (86_400, 3600)] {
             let decision = policy.decide(
                 .transient(errorCode: .quotaExceeded, message: "m", retryAfter: .seconds(retryAfter), quota: true),
                 for: Self.claimed(attempts: 0), job: Self.job, now: now)
             #expect(decision.result.status == .pending)
             #expect(abs(decision.result.nextAttempt.timeIntervalSince(now) - expected) < 0.001)
             #expect(decision.pauseApp.map(Self.seconds) == expected)
+        }
+        for (retryAfter, expected) in [(0, 1.0), (7, 7)] {
+            let decision = policy.decide(
+                .transient(errorCode: .unavailable, message: "m", retryAfter: .seconds(retryAfter), quota: false),
+                for: Self.claimed(attempts: 0), job: Self.job, now: now)
+            #expect(abs(decision.result.nextAttempt.timeIntervalSince(now) - expected) < 0.001 && decision.pauseApp == nil)
         }
         let last = policy.decide(
             .transient(errorCode: .unavailable, message: "m", retryAfter: nil, quota: false),

@@ -248,16 +248,25 @@ struct DispatchStateMachineTests {
 
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
         var machine = machine()
-        let claimed = [Self.delivery(1), Self.delivery(2)]
+        let claimed = [Self.delivery(1), Self.delivery(2), Self.delivery(3)]
         _ = try claim(&machine, claimed)
-        let quota = machine.answered(
-            answer(
-                claimed[0],
-                .answered(
-                    .transient(errorCode: .quotaExceeded, message: "slow down", retryAfter: .seconds(90), quota: true),
-                    elapsed: .milliseconds(5))), now: at(0))
+        func quotaAnswer(_ delivery: DeliveryQueue.Claimed, at second: Double) -> [DispatchStateMachine.Action] {
+            machine.answered(
+                answer(
+                    delivery,
+                    .answered(
+                        .transient(errorCode: .quotaExceeded, message: "slow down", retryAfter: .seconds(90), quota: true),
+                        elapsed: .milliseconds(5))), now: at(second))
+        }
+        func warnings(_ actions: [DispatchStateMachine.Action]) -> Int {
+            actions.count { if case .log(.warning, _, _) = $0 { true } else { false } }
+        }
+        let quota = quotaAnswer(claimed[0], at: 0)
         #expect(Self.written(quota).results.first?.attempted == true && Self.counted(quota) == ["retry"])
-        #expect(machine.pausedApps(now: at(89)) == [7] && machine.pausedApps(now: at(91)).isEmpty)
+        // The app's sends answered together pause it once, and say so once.
+        let again = quotaAnswer(claimed[2], at: 0.5)
+        #expect(warnings(quota) == 1 && warnings(again) == 0)
+        #expect(machine.pausedApps(now: at(90)) == [7] && machine.pausedApps(now: at(91)).isEmpty)
         let token = machine.answered(
             .init(claimed: claimed[1], job: Self.job(), result: .failure(.transient("HTTP 503", retryAfter: .seconds(4))), probe: false),
             now: at(100))
