@@ -102,6 +102,10 @@ struct DeliveryPolicy {
                 reason:
                     "FCM answered 404 without an FcmError: no such project or endpoint (check the app's fcm_project_id and FCM_BASE_URL): \(message)"
             )
+        case .notFCM(let code, let message):
+            return blamingTheJob(
+                final(.failed, code, message), job: job,
+                reason: "FCM never answers \(message) without an error of its own: check FCM_BASE_URL and any proxy in front of FCM")
         case .unauthenticated:
             return blamingTheJob(
                 final(.failed, .unauthenticated, "FCM refused a freshly minted access token"), job: job,

@@ -25,6 +25,10 @@ public enum SendOutcome: Sendable, Equatable {
     /// 404 without an FcmError: no such project or endpoint (a wrong project id or base URL),
     /// which says nothing about the token; only UNREGISTERED does.
     case notFound(message: String)
+    /// A status FCM never answers (a redirect, 418, 407…) with no Google error in the body:
+    /// something other than FCM answered (a proxy, a wrong base URL), which says nothing about
+    /// the token.
+    case notFCM(errorCode: DeliveryErrorCode, message: String)
     /// Our access token expired or was revoked (401 without an FcmError).
     case unauthenticated
     /// Worth retrying; `retryAfter` from the server when it said; `quota` slows the whole app.
@@ -83,7 +87,9 @@ public enum SendOutcome: Sendable, Equatable {
         case 429: return .transient(errorCode: .quotaExceeded, message: message, retryAfter: retry, quota: true)
         case 408, 500...599:
             return .transient(errorCode: error.status ?? .httpStatus(status), message: message, retryAfter: retry, quota: false)
-        default: return .failed(errorCode: error.status ?? .httpStatus(status), message: message)
+        default:
+            guard let code = error.status else { return .notFCM(errorCode: .httpStatus(status), message: message) }
+            return .failed(errorCode: code, message: message)
         }
     }
 

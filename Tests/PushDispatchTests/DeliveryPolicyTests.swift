@@ -26,6 +26,7 @@ struct DeliveryPolicyTests {
     static let jobBlamingOutcomes: [SendOutcome] = [
         .payloadRejected(errorCode: .invalidArgument, message: "bad"), .payloadRejected(errorCode: .invalidArgument, message: "HTTP 400"),
         .permissionDenied(message: "denied"), .notFound(message: "HTTP 404"), .unauthenticated, .senderMismatch(message: "mismatch"),
+        .notFCM(errorCode: .httpStatus(302), message: "HTTP 302"),
     ]
 
     /// One such answer fails its device only; the job fails at the tenth with none of its sends

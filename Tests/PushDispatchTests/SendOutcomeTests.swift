@@ -65,6 +65,22 @@ struct SendOutcomeTests {
             SendOutcome.classify(status: 400, body: Self.error(400, "SOMETHING_NEW"), retryAfter: nil)
                 == .failed(errorCode: DeliveryErrorCode(rawValue: "SOMETHING_NEW"), message: "m"))
     }
+
+    /// Statuses FCM never answers, without a Google error: something else answered (a proxy's
+    /// redirect, a wrong base URL), which blames the job's setup, not the device. With a Google
+    /// error in the body, a status is that error's.
+    @Test(arguments: [301, 302, 304, 405, 407, 413, 418, 499])
+    func aStatusFCMNeverAnswersIsNotFCMs(_ status: Int) {
+        for body in ["", "<html>moved</html>", "{}"] {
+            #expect(
+                SendOutcome.classify(status: status, body: ByteBuffer(string: body), retryAfter: nil)
+                    == .notFCM(errorCode: .httpStatus(status), message: "HTTP \(status)"))
+        }
+        let google = ByteBuffer(string: #"{"error":{"code":\#(status),"message":"m","status":"ABORTED"}}"#)
+        #expect(
+            SendOutcome.classify(status: status, body: google, retryAfter: nil)
+                == .failed(errorCode: DeliveryErrorCode(rawValue: "ABORTED"), message: "m"))
+    }
 }
 
 /// Every FCM answer kept as a file, mapped to what it means for the delivery: the emulator's
