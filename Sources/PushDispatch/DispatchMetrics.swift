@@ -1,3 +1,4 @@
+import DeviceRegistry
 import Prometheus
 import Synchronization
 
@@ -42,6 +43,20 @@ public final class DispatchMetrics: Sendable {
     /// database core up to audiences of ~1.5 million devices, and stay at most a minute old.
     static func pauseAfterMeasuringQueue(took cost: Duration) -> Duration {
         min(.seconds(60), max(.seconds(5), cost * 40))
+    }
+
+    /// A delivery's error code as the `outcome` label: FCM's codes (and newer ones like them,
+    /// `UPPER_CASE`) as they are; anything else a server answered becomes `OTHER`, so that a
+    /// proxy's text cannot make a series of its own per answer.
+    static func outcome(_ code: DeliveryErrorCode) -> String {
+        let text = code.rawValue.utf8
+        let looksLikeACode =
+            (1...64).contains(text.count) && text.first.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } == true
+            && text.allSatisfy {
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || $0 == UInt8(ascii: "_")
+            }
+        return looksLikeACode ? code.rawValue : "OTHER"
     }
 
     func countSend(app: String, outcome: String, times: Int = 1) {

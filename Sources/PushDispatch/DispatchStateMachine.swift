@@ -429,7 +429,7 @@ struct DispatchStateMachine {
             if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome {
                 "sent_unreadable"
             } else if decision.result.status == .pending { "retry" } else {
-                decision.result.errorCode?.rawValue ?? decision.result.status.rawValue
+                decision.result.errorCode.map(DispatchMetrics.outcome) ?? decision.result.status.rawValue
             }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
     }
