@@ -235,23 +235,16 @@ struct ConsoleAppsTests {
                 invalid.text.contains(
                     #"<p class="error" id="account-error" role="alert">service account file lacks &#39;project_id&#39;</p>"#))
 
-            let unnamed = try await browser.postMultipart(
-                client, "/console/apps",
-                [
-                    .init(name: "csrf", value: csrf), .init(name: "code", value: "unnamed"), .init(name: "name", value: ""),
-                ])
-            #expect(
-                unnamed.text.contains(
-                    #"<p class="error" id="name-error" role="alert">app name must be 1 to 200 characters, without NUL</p>"#))
-            // PostgreSQL's text cannot hold a NUL: refused at the field, not a 500.
-            let nul = try await browser.postMultipart(
-                client, "/console/apps",
-                [
-                    .init(name: "csrf", value: csrf), .init(name: "code", value: "nul"), .init(name: "name", value: "Con\u{0}sole"),
-                ])
-            #expect(nul.status == .badRequest, "\(nul.text)")
-            #expect(
-                nul.text.contains(#"<p class="error" id="name-error" role="alert">app name must be 1 to 200 characters, without NUL</p>"#))
+            // Empty, or with a NUL PostgreSQL's text cannot hold: refused at the field, not a 500.
+            for (code, name) in [("unnamed", ""), ("nul", "Con\u{0}sole")] {
+                let refused = try await browser.postMultipart(
+                    client, "/console/apps",
+                    [.init(name: "csrf", value: csrf), .init(name: "code", value: code), .init(name: "name", value: name)])
+                #expect(refused.status == .badRequest, "\(refused.text)")
+                #expect(
+                    refused.text.contains(
+                        #"<p class="error" id="name-error" role="alert">app name must be 1 to 200 characters, without NUL</p>"#))
+            }
             #expect(try await fixture.database.text("SELECT string_agg(code, ',' ORDER BY code) FROM apps") == "bare,news,wowa")
         }
     }
