@@ -142,11 +142,11 @@ struct DeliveryPolicy {
                     claimed, status: .failed, errorCode: code, errorMessage: message,
                     messageID: nil, attempted: true, nextAttempt: now))
         }
-        // The server's Retry-After wins, within an hour and never below the shortest backoff
-        // (a second; a minute for quota, as FCM asks): `Retry-After: 0` or a date past spent
-        // every attempt in three seconds. Without it, the backoff doubles.
+        // The server's Retry-After wins, from a second (`Retry-After: 0` or a date past spent
+        // every attempt in three seconds) to an hour. Without it, the backoff doubles, from a
+        // minute for quota.
         let delay =
-            retryAfter.map { min(max($0, Self.shortestRetry(quota: quota)), Self.longestRetryAfter) }
+            retryAfter.map { min(max($0, Self.shortestRetryAfter), Self.longestRetryAfter) }
             ?? Self.backoff(attempt: attempt, quota: quota)
         let retry = DeliveryQueue.Result(
             claimed, status: .pending, errorCode: code,
@@ -168,7 +168,7 @@ struct DeliveryPolicy {
         return .milliseconds(Int(jittered * 1000))
     }
 
-    static func shortestRetry(quota: Bool) -> Duration { quota ? .seconds(60) : .seconds(1) }
+    static let shortestRetryAfter: Duration = .seconds(1)
 
     /// The server's `Retry-After` is honoured up to an hour, so that a delivery's retries stay
     /// bounded in time as well as in number.
