@@ -20,6 +20,11 @@ public struct APIError: Error, Sendable, Equatable {
     public static func validation(_ message: String) -> APIError {
         APIError(.badRequest, code: "VALIDATION_FAILED", message)
     }
+    /// `member` holds U+0000, which PostgreSQL cannot store: refused naming it, before the
+    /// database would in its own words.
+    public static func holdsNUL(_ member: String) -> APIError {
+        validation("\(member) must not contain NUL characters (\\u0000)")
+    }
     public static func malformedJSON(_ message: String) -> APIError {
         APIError(.badRequest, code: "MALFORMED_JSON", message)
     }

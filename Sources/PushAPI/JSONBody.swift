@@ -96,7 +96,7 @@ struct JSONObject<Field: BodyField> {
     /// database in its own words.
     func string(_ field: Field) throws(APIError) -> String? {
         let text = try read(field, as: "a string") { $0.string }
-        if let text, text.utf8.contains(0) { throw APIError.validation("\(field.rawValue) must not contain NUL characters (\\u0000)") }
+        if text?.holdsNUL == true { throw APIError.holdsNUL(field.rawValue) }
         return text
     }
 
@@ -113,7 +113,9 @@ struct JSONObject<Field: BodyField> {
     }
 
     func strings(_ field: Field) throws(APIError) -> [String]? {
-        try elements(field, as: "a string without NUL characters") { $0.string.flatMap { $0.utf8.contains(0) ? nil : $0 } }
+        let texts = try elements(field, as: "a string") { $0.string }
+        if let index = texts?.firstIndex(where: \.holdsNUL) { throw APIError.holdsNUL("\(field.rawValue).\(index)") }
+        return texts
     }
 
     private func read<Value>(_ field: Field, as kind: String, _ value: (JSONValue) -> Value?) throws(APIError) -> Value? {

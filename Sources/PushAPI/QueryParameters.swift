@@ -23,7 +23,7 @@ struct QueryParameters {
             let name = String(key)
             guard allowed.contains(name) else { throw .unknown(name, allowed: allowed.sorted()) }
             guard seen.insert(name).inserted else { throw .repeated(name) }
-            guard !value.contains("\u{0}") else { throw .nul(name) }
+            guard !value.holdsNUL else { throw .nul(name) }
             if value.isEmpty {
                 if empty == .refused { throw .empty(name) }
                 continue

@@ -75,13 +75,19 @@ extension JSONValue {
     }
 }
 
+extension StringProtocol {
+    /// Holds U+0000, which JSON can carry (`\u0000`) and PostgreSQL's text and jsonb cannot:
+    /// what is to be stored is refused or rewritten before the database would refuse it.
+    public var holdsNUL: Bool { utf8.contains(0) }
+}
+
 extension JSONValue {
     /// The first member name or string, in sorted member order, that holds a NUL character
     /// (which PostgreSQL's jsonb and text refuse), as a path from `root`: `message.data.k`,
     /// `message.data` for a member name. Nil when there is none.
     public func pathHoldingNUL(from root: String) -> String? {
         switch self {
-        case .string(let text): return text.utf8.contains(0) ? root : nil
+        case .string(let text): return text.holdsNUL ? root : nil
         case .array(let elements):
             for (index, element) in elements.enumerated() {
                 if let path = element.pathHoldingNUL(from: "\(root).\(index)") { return path }
@@ -89,7 +95,7 @@ extension JSONValue {
             return nil
         case .object(let members):
             for name in members.keys.sorted() {
-                if name.utf8.contains(0) { return root }
+                if name.holdsNUL { return root }
                 if let path = members[name]?.pathHoldingNUL(from: "\(root).\(name)") { return path }
             }
             return nil

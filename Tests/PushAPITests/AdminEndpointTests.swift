@@ -219,7 +219,10 @@ struct AdminEndpointTests {
                     "message.notification.title must not contain NUL characters (\\u0000)"
                 ),
                 (#"{"appCode":"wowa","userIds":[1],"message":{"data":{"k\u0000":"v"}}}"#, "message.data must not contain NUL"),
-                (#"{"appCode":"wowa","campaign":true,"platforms":["io\u0000s"],"message":{}}"#, "platforms.0 must be a string without NUL"),
+                (
+                    #"{"appCode":"wowa","campaign":true,"platforms":["io\u0000s"],"message":{}}"#,
+                    "platforms.0 must not contain NUL characters (\\u0000)"
+                ),
                 (#"{"appCode":"wowa","userIds":[1],"sendAt":"2030-01-01T00:00:00Z\u0000","message":{}}"#, "sendAt must not contain NUL"),
             ] {
                 let response = try await client.admin(.post, "/push/notifications", json: body)

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import WireFormats
 
 /// A row of `apps`, without its private key.
 public struct App: Sendable, Equatable {
@@ -57,7 +58,7 @@ public struct AppDirectory: Sendable {
     public func add(code: String, name: String, serviceAccount: ServiceAccount?) async throws -> App {
         try Self.validate(code: code)
         // The table counts code points (char_length), not grapheme clusters.
-        guard (1...200).contains(name.unicodeScalars.count), !name.utf8.contains(0) else { throw AppDirectoryError.invalidName }
+        guard (1...200).contains(name.unicodeScalars.count), !name.holdsNUL else { throw AppDirectoryError.invalidName }
         do {
             let rows = try await DatabaseStatement.run(
                 """

@@ -35,8 +35,8 @@ public struct ServiceAccount: Sendable, Equatable, CustomStringConvertible {
             switch members[field] {
             case nil, .null?: return nil
             case .string(let value)?:
-                // PostgreSQL's text cannot hold it, and no key or address has one.
-                guard !value.utf8.contains(0) else { throw .holdsNUL(field) }
+                // No key or address has one.
+                guard !value.holdsNUL else { throw .holdsNUL(field) }
                 return value
             default: throw .notAString(field)
             }

@@ -97,9 +97,7 @@ struct AdminController {
                 }
             }
             guard case .object = message else { throw APIError.validation("message must be a JSON object") }
-            if let path = message.pathHoldingNUL(from: "message") {
-                throw APIError.validation("\(path) must not contain NUL characters (\\u0000)")
-            }
+            if let path = message.pathHoldingNUL(from: "message") { throw APIError.holdsNUL(path) }
             // Counted as PostgreSQL counts them: code points, not grapheme clusters.
             if let key = idempotencyKey, !(1...200).contains(key.unicodeScalars.count) {
                 throw APIError.validation("idempotencyKey must be 1 to 200 characters")
