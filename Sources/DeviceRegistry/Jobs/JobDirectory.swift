@@ -296,12 +296,13 @@ public struct JobDirectory: Sendable {
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
-        let (status, deliveryStatus, code, message, reason): (JobStatus, DeliveryStatus, DeliveryErrorCode, String, String?) =
+        let (status, deliveryStatus, code, reason): (JobStatus, DeliveryStatus, DeliveryErrorCode, String?) =
             switch ending {
-            case .cancelled: (.cancelled, .skipped, .cancelled, "the job was cancelled", nil)
+            case .cancelled: (.cancelled, .skipped, .cancelled, nil)
             // The reason quotes FCM's or Google's answer: as a text column can hold it.
-            case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable(upTo: 500), reason.storable(upTo: 500))
+            case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable(upTo: 500))
             }
+        let message = reason ?? "the job was cancelled"
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
         // A job already completed, failed or cancelled keeps its status: endings are final.
