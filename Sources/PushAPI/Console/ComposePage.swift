@@ -257,14 +257,10 @@ extension ConsoleController {
         app: App?, logger: Logger
     ) async throws -> ComposePreview {
         let written = String(decoding: WireJSON.encoded(notification.message), as: UTF8.self)
+        // `validated()` has refused what jsonb cannot hold (a NUL) before this.
         let stored = try await deadline.run { () -> String in
-            do {
-                let rows = try await DatabaseStatement.run("SELECT \(written)::jsonb::text", on: client, logger: logger)
-                if let text = try rows.first?.decode(String.self) { return text }
-            } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
-                // A text PostgreSQL cannot hold (NUL): sending refuses it with the database's message.
-            }
-            return written
+            let rows = try await DatabaseStatement.run("SELECT \(written)::jsonb::text", on: client, logger: logger)
+            return try rows.first?.decode(String.self) ?? written
         }
         let sendAt = checked.sendAt ?? Date()
         let expiresAt = checked.expiresAt ?? checked.ttl.map { sendAt.addingTimeInterval(TimeInterval($0.components.seconds)) }

@@ -188,6 +188,26 @@ struct ComposePageTests {
                     page.text.contains(#"<p class="error field-error" id="\#(field)-error">\#(Self.escaped(api.message))</p>"#),
                     "\(api.message)")
             }
+            // A NUL jsonb cannot hold is refused before the database, by the preview too, at the
+            // message's field.
+            let nul = #"{"data":{"k":"a\u0000b"}}"#
+            let nulAPI = try await client.send(
+                .post, "/push/notifications", token: ConsoleBrowser.adminToken,
+                json: #"{"appCode":"wowa","userIds":[1],"message":\#(nul)}"#)
+            #expect(nulAPI.status == .badRequest && nulAPI.message == "message.data.k must not contain NUL characters (\\u0000)")
+            for action in ["preview", "send"] {
+                let page = try await Self.compose(
+                    &browser, client,
+                    [
+                        ("appCode", "wowa"), ("audience", "users"), ("userIds", "1"), ("content", "json"), ("message", nul),
+                        ("action", action),
+                    ])
+                #expect(page.status == .badRequest)
+                #expect(
+                    page.text.contains(#"<p class="error field-error" id="message-error">\#(Self.escaped(nulAPI.message))</p>"#),
+                    "\(action): \(page.text)")
+                #expect(!page.text.contains("preview-body"))
+            }
             // What the API has no field for is the form's own: the message built from its fields.
             let empty = try await Self.compose(
                 &browser, client,
