@@ -290,9 +290,6 @@ struct DeliveryQueue: Sendable {
 
     /// A final or retry state for one delivery.
     struct Result: Sendable {
-        /// The most characters kept of an error code, an error message or a message id.
-        static let longestText = 500
-
         let lease: Lease
         let jobID: Int64
         let deviceID: Int64
@@ -314,9 +311,9 @@ struct DeliveryQueue: Sendable {
             deviceID = claimed.deviceID
             self.status = status
             // What FCM, Google or a proxy said, as the log can hold it (a NUL would refuse the write).
-            self.errorCode = errorCode.map { DeliveryErrorCode(rawValue: $0.rawValue.storable(upTo: Self.longestText)) }
-            self.errorMessage = errorMessage?.storable(upTo: Self.longestText)
-            self.messageID = messageID?.storable(upTo: Self.longestText)
+            self.errorCode = errorCode.map { DeliveryErrorCode(rawValue: $0.rawValue.storable()) }
+            self.errorMessage = errorMessage?.storable()
+            self.messageID = messageID?.storable()
             self.attempted = attempted
             self.nextAttempt = nextAttempt
         }

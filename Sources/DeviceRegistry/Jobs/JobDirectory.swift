@@ -300,7 +300,7 @@ public struct JobDirectory: Sendable {
             switch ending {
             case .cancelled: (.cancelled, .skipped, .cancelled, nil)
             // The reason quotes FCM's or Google's answer: as a text column can hold it.
-            case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable(upTo: 500))
+            case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable())
             }
         let message = reason ?? "the job was cancelled"
         // Waits for a worker expanding the audience (it holds the job row), so the second
