@@ -51,13 +51,12 @@ public final class DispatchMetrics: Sendable {
     static func outcome(_ code: DeliveryErrorCode) -> String {
         let text = code.rawValue.utf8
         let looksLikeACode =
-            (1...64).contains(text.count) && text.first.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } == true
-            && text.allSatisfy {
-                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-                    || $0 == UInt8(ascii: "_")
-            }
+            (1...64).contains(text.count) && text.first.map(capitals.contains) == true && text.allSatisfy(codeBytes.contains)
         return looksLikeACode ? code.rawValue : "OTHER"
     }
+
+    private static let capitals = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+    private static let codeBytes = capitals.union("0123456789_".utf8)
 
     func countSend(app: String, outcome: String, times: Int = 1) {
         let key = SendsKey(app: app, outcome: outcome)
