@@ -142,6 +142,8 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
 
     /// The most response body kept per request; FCM's answers are a few hundred bytes.
     static let maxResponseBytes = 256 * 1024
+    /// The connection's receive window: HTTP/2's default, which the client never enlarges.
+    private static let connectionWindow = 65_535
     /// Inbound credit is returned once this much has been consumed (half the default window).
     private static let windowUpdateThreshold = 32 * 1024
 
@@ -175,7 +177,6 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
     private let state: FCMConnectionState
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var nextStreamID: Int32 = 1
-    private var connectionUnacknowledgedBytes = 0
     private var lastError: (any Error)?
     /// Set when no new stream may start here; new batches fail at once with it.
     private var closedReason: FCMTransportError?
@@ -307,7 +308,7 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
             // Credit goes back after the frame is taken in: the WINDOW_UPDATE's write can deliver
             // this stream's StreamClosedEvent (END_STREAM) before the rest of this method runs.
             let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-            defer { returnCredit(length, stream: frame.streamID, endStream: data.endStream, context: context) }
+            defer { returnStreamCredit(length, stream: frame.streamID, endStream: data.endStream, context: context) }
             guard var stream = streams[frame.streamID] else { return }
             if case .byteBuffer(var bytes) = data.data {
                 guard stream.body.readableBytes + bytes.readableBytes <= Self.maxResponseBytes else {
@@ -358,6 +359,9 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
             fail(closed.streamID, closed.reason.map { .reset($0) } ?? .malformedResponse("the stream ended without a response"))
+        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream, let inbound = window.inboundWindowSize
+        {
+            restoreConnectionWindow(from: inbound, context: context)
         } else if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, negotiated != "h2" {
             closedReason = .notHTTP2(negotiated: negotiated)
             state.retire()
@@ -407,14 +411,10 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
                     elapsed: .nanoseconds(elapsed.nanoseconds))))
     }
 
-    /// Fails a stream we give up on and tells the server with RST_STREAM(CANCEL); the caller flushes.
-    /// A stream whose request went out may still get DATA, which NIOHTTP2 drops once the stream
-    /// is reset without handing it on, so its connection window never comes back: enough of
-    /// it (one oversized answer, or late answers to many timed-out sends) and no answer reaches
-    /// this connection again, though it still answers PINGs. It is retired, and closes once the
-    /// rest of its streams are answered.
+    /// Fails a stream we give up on and tells the server with RST_STREAM(CANCEL); the caller
+    /// flushes. DATA still coming for it is dropped by NIOHTTP2, and its window given back by
+    /// `restoreConnectionWindow`.
     private func cancel(_ id: HTTP2StreamID, _ error: FCMTransportError, context: ChannelHandlerContext) {
-        if streams[id]?.written ?? true { state.retire() }
         fail(id, error)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
     }
@@ -434,20 +434,23 @@ final class FCMStreamsHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Gives the server back the window its DATA used, for the connection and the stream, once
-    /// half a default window has been consumed: without it the connection stalls after 64 KiB.
-    private func returnCredit(_ length: Int, stream id: HTTP2StreamID, endStream: Bool, context: ChannelHandlerContext) {
-        guard length > 0 else { return }
-        connectionUnacknowledgedBytes += length
-        if connectionUnacknowledgedBytes >= Self.windowUpdateThreshold {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledgedBytes))),
-                promise: nil)
-            connectionUnacknowledgedBytes = 0
-            needsFlush = true
-        }
-        guard !endStream, var stream = streams[id] else { return }
+    /// Gives the server back the connection window its DATA used, once half of it is used:
+    /// without it the connection stalls after 64 KiB. NIOHTTP2Handler reports the window after
+    /// every frame, DATA it drops itself included (a reset stream's, which never reaches this
+    /// handler): counting only the DATA handed on would lose that window for good, and the
+    /// connection's other answers would stall behind it. NIOHTTP2's own stream multiplexer
+    /// keeps the connection window the same way.
+    private func restoreConnectionWindow(from window: Int, context: ChannelHandlerContext) {
+        let used = Self.connectionWindow - window
+        guard used >= Self.windowUpdateThreshold else { return }
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: used))), promise: nil)
+        needsFlush = true
+    }
+
+    /// Gives the server back a stream's window as its DATA is taken in, once half a default
+    /// window has been consumed: an answer larger than 64 KiB would stall without it.
+    private func returnStreamCredit(_ length: Int, stream id: HTTP2StreamID, endStream: Bool, context: ChannelHandlerContext) {
+        guard length > 0, !endStream, var stream = streams[id] else { return }
         stream.unacknowledgedBytes += length
         if stream.unacknowledgedBytes >= Self.windowUpdateThreshold {
             context.write(

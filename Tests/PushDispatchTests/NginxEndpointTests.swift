@@ -77,6 +77,65 @@ struct NginxEndpointTests {
         }
     }
 
+    /// One app's sends are answered with 1 MiB each (a proxy's page, say), beyond the 256 KiB
+    /// the worker reads: it keeps the status, resets the stream, and NIOHTTP2 drops the DATA
+    /// still on its way. That DATA used the connection's receive window all the same, and the
+    /// window must come back: another app's campaign shares the connection (8 in flight, one
+    /// connection), and its answers must keep coming on it. Before, the dropped DATA's window
+    /// was lost: each such answer retired its connection, and the streams still on it could
+    /// wait for their deadline and be sent again.
+    @Test func oversizedAnswersLeaveTheConnectionsOtherAnswersFlowing() async throws {
+        try await WorkerFixture.with { fixture in
+            let huge = try await fixture.addOtherApp(code: "huge")
+            let devices = 300
+            let hugeDevices = 4
+            try await NginxServer.withRunning(.init(oversizedAnswers: ["huge-project": 1024 * 1024])) { nginx in
+                _ = try await fixture.sql { client in
+                    try await client.query(
+                        """
+                        INSERT INTO push_devices (user_id, app_id, token, platform)
+                        SELECT g, \(fixture.appID), 'tok-beside-' || g, 'android' FROM generate_series(1, \(devices)) g
+                        UNION ALL
+                        SELECT g, \(huge), 'tok-huge-' || g, 'android' FROM generate_series(1, \(hugeDevices)) g
+                        """)
+                }
+                var configuration = fixture.configuration
+                configuration.fcmBaseURL = nginx.baseURL
+                configuration.caFile = try nginx.caFile(alsoTrusting: fixture.emulator.caFilePath)
+                configuration.concurrency = 8
+                configuration.fcmRequestTimeout = .seconds(5)
+                let beside = try await fixture.campaign()
+                let oversized = try await fixture.sql { client in
+                    for try await id in try await client.query(
+                        #"SELECT push_enqueue_campaign(app_code => 'huge', message => '{"notification":{"title":"All"}}')"#
+                    ).decode(Int64.self) {
+                        return id
+                    }
+                    throw CancellationError()
+                }
+                let (besideEnd, hugeEnd) = try await fixture.withWorker(configuration) {
+                    (try await Self.finished(beside, fixture), try await Self.finished(oversized, fixture))
+                }
+                await nginx.stop()
+
+                let rows = try await fixture.deliveries(beside)
+                let hugeRows = try await fixture.deliveries(oversized)
+                let logged = try nginx.loggedRequests()
+                let summary =
+                    Self.summary(rows, retried: besideEnd.retried, logged: logged)
+                    + " | oversized: \(hugeRows.count) deliveries, failed attempts: \(hugeEnd.retried)"
+                #expect(besideEnd.status == "completed" && hugeEnd.status == "completed", "\(summary)")
+                #expect(rows.count == devices && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 }, "\(summary)")
+                #expect(hugeRows.count == hugeDevices && hugeRows.values.allSatisfy { $0.attempts == 1 }, "\(summary)")
+                // Each send reached nginx once, all on the one connection.
+                #expect(
+                    logged.filter { $0.path == "/v1/projects/\(fixture.account.projectID)/messages:send" }.count == devices, "\(summary)")
+                #expect(logged.filter { $0.path == "/oversized/huge-project.json" }.count == hugeDevices, "\(summary)")
+                #expect(Set(logged.map(\.connection)).count == 1, "\(summary)")
+            }
+        }
+    }
+
     static let noError = 0, refusedStream = 7
 
     /// The RST_STREAM error codes nginx must send (at least once each) and may send, read in its

@@ -22,17 +22,6 @@ struct SchedulingTests {
         }
     }
 
-    /// A second app whose service account the emulator knows.
-    static func addSecondApp(_ fixture: WorkerFixture, code: String) async throws -> Int64 {
-        let account = try ServiceAccountFixture.generate(projectID: "\(code)-project")
-        fixture.emulator.registerServiceAccount(account.serviceAccount)
-        return try await fixture.sql { client in
-            try await addApp(
-                client, code: code, projectID: account.projectID, clientEmail: account.clientEmail,
-                privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
-        }
-    }
-
     static func value<T: PostgresDecodable & Sendable>(_ fixture: WorkerFixture, _ query: PostgresQuery, as: T.Type) async throws -> T {
         try await fixture.sql { client in
             for try await value in try await client.query(query).decode(T.self) { return value }
@@ -71,7 +60,7 @@ struct SchedulingTests {
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-bulk", count: 2000)
             let singleApp = otherApp ? "chat" : "wowa"
             if otherApp {
-                try await Self.seed(fixture, app: try await Self.addSecondApp(fixture, code: "chat"), prefix: "tok-chat", count: 10)
+                try await Self.seed(fixture, app: try await fixture.addOtherApp(code: "chat"), prefix: "tok-chat", count: 10)
             }
             let configuration = try Self.slowWorker(fixture)
             let campaign = try await Self.campaign(fixture, app: "wowa")
@@ -94,7 +83,7 @@ struct SchedulingTests {
 
     @Test func twoAppsCampaignsShareTheWorkerInsteadOfQueueing() async throws {
         try await WorkerFixture.with { fixture in
-            let other = try await Self.addSecondApp(fixture, code: "shop")
+            let other = try await fixture.addOtherApp(code: "shop")
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-a", count: 1000)
             try await Self.seed(fixture, app: other, prefix: "tok-b", count: 1000)
             let configuration = try Self.slowWorker(fixture)

@@ -47,6 +47,17 @@ struct WorkerFixture: Sendable {
         }
     }
 
+    /// Another app, its project `CODE-project`, whose service account the emulator knows.
+    func addOtherApp(code: String) async throws -> Int64 {
+        let account = try ServiceAccountFixture.generate(projectID: "\(code)-project")
+        emulator.registerServiceAccount(account.serviceAccount)
+        return try await sql { client in
+            try await addApp(
+                client, code: code, projectID: account.projectID, clientEmail: account.clientEmail,
+                privateKeyPEM: account.privateKeyPEM, privateKeyID: account.privateKeyID)
+        }
+    }
+
     var configuration: DispatchConfiguration {
         var configuration = DispatchConfiguration(databaseURL: database.url)
         configuration.fcmBaseURL = emulator.baseURL

@@ -38,15 +38,21 @@ public final class NginxServer: Sendable {
         /// written into the configuration as it is: nginx keeps a `\u0000` in it for the
         /// client's JSON parser to read.
         public var answer: (status: Int, body: String)
+        /// Sends to these projects are answered 200 with a JSON body of this many bytes, served
+        /// from a file (`return` takes a few KiB at most). nginx logs each such answer as
+        /// `GET /oversized/PROJECT.json`, the request it is redirected to internally.
+        public var oversizedAnswers: [String: Int]
 
         public init(
             maxConcurrentStreams: Int? = nil, requestsPerConnection: Int? = nil, readsRequestBodyFirst: Bool = false,
-            errorLogLevel: String? = nil, answer: (status: Int, body: String) = (200, cannedResponse)
+            errorLogLevel: String? = nil, answer: (status: Int, body: String) = (200, cannedResponse),
+            oversizedAnswers: [String: Int] = [:]
         ) {
             self.maxConcurrentStreams = maxConcurrentStreams
             self.requestsPerConnection = requestsPerConnection
             self.readsRequestBodyFirst = readsRequestBodyFirst
             self.answer = answer
+            self.oversizedAnswers = oversizedAnswers
             self.errorLogLevel = errorLogLevel ?? ProcessInfo.processInfo.environment["PUSH_TESTS_NGINX_LOG_LEVEL"] ?? "info"
         }
     }
@@ -122,6 +128,7 @@ public final class NginxServer: Sendable {
         try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory)
         do {
             try makeCertificates(in: directory)
+            try writeOversizedAnswers(options.oversizedAnswers, in: directory)
             // The free port can be taken between looking and nginx's bind: look again then.
             var attempt = 0
             while true {
@@ -266,6 +273,27 @@ public final class NginxServer: Sendable {
                     }
                 }
             """ : ""
+        // A POST to a static file is refused with 405; error_page turns that into the file, as GET.
+        let oversized = options.oversizedAnswers.keys.sorted().map { project in
+            """
+
+                    location = /v1/projects/\(project)/messages:send {
+                        error_page 405 =200 /oversized/\(project).json;
+                        return 405;
+                    }
+            """
+        }.joined()
+        let oversizedFiles =
+            options.oversizedAnswers.isEmpty
+            ? ""
+            : """
+
+                    location /oversized/ {
+                        internal;
+                        root \(directory);
+                        default_type application/json;
+                    }
+            """
         return """
             # Written by Tests/TestSupport/NginxServer.swift for one test run.
             daemon off;
@@ -287,7 +315,7 @@ public final class NginxServer: Sendable {
                     listen 127.0.0.1:\(port) ssl http2;
                     ssl_certificate \(directory)/server.pem;
                     ssl_certificate_key \(directory)/server.key;
-                    \(options.maxConcurrentStreams.map { "http2_max_concurrent_streams \($0);" } ?? "")
+                    \(options.maxConcurrentStreams.map { "http2_max_concurrent_streams \($0);" } ?? "")\(oversized)\(oversizedFiles)
                     location ~ ^/v1/projects/[^/]+/messages:send$ {
                         \(send)
                     }
@@ -298,6 +326,17 @@ public final class NginxServer: Sendable {
             }
 
             """
+    }
+
+    /// The bodies of `Options.oversizedAnswers`: FCM's answer padded to the size asked for.
+    private static func writeOversizedAnswers(_ sizes: [String: Int], in directory: String) throws {
+        guard !sizes.isEmpty else { return }
+        try FileManager.default.createDirectory(atPath: "\(directory)/oversized", withIntermediateDirectories: true)
+        for (project, size) in sizes {
+            let head = #"{"name":"projects/\#(project)/messages/0:1","padding":""#
+            let body = head + String(repeating: "a", count: max(0, size - head.utf8.count - 2)) + #""}"#
+            try body.write(toFile: "\(directory)/oversized/\(project).json", atomically: true, encoding: .utf8)
+        }
     }
 
     /// A CA and a server certificate it signed for 127.0.0.1 and localhost, both P-256, made
