@@ -38,7 +38,7 @@ final class SignInThrottle: Sendable {
         state.withLock { $0 = State() }
     }
 
-    /// 1 s after the sixth wrong token, 2 s after the seventh, … at most a minute.
+    /// 1 s after the fifth wrong token, 2 s after the sixth, … at most a minute.
     static func delay(afterFailures failures: Int) -> Duration {
         let doublings = failures - freeFailures
         guard doublings >= 0 else { return .zero }
