@@ -184,6 +184,13 @@ BEGIN
         RAISE EXCEPTION 'priority must be high, normal or bulk, not %', COALESCE('"' || p_priority || '"', 'null')
             USING ERRCODE = '22023';
     END IF;
+    -- 'infinity' would queue a job that is never due, or never expires, without a word.
+    IF NOT isfinite(v_send_at) THEN
+        RAISE EXCEPTION 'send_at must be a finite time, not %', v_send_at USING ERRCODE = '22023';
+    END IF;
+    IF NOT isfinite(p_expires_at) THEN
+        RAISE EXCEPTION 'expires_at must be a finite time, not %', p_expires_at USING ERRCODE = '22023';
+    END IF;
     IF p_expires_at IS NOT NULL AND p_ttl IS NOT NULL THEN
         RAISE EXCEPTION 'give expires_at or ttl, not both' USING ERRCODE = '22023';
     END IF;

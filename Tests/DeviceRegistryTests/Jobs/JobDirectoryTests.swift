@@ -69,6 +69,34 @@ struct JobPriorityAndExpiryTests {
         }
     }
 
+    /// 'infinity' is a time PostgreSQL holds, but no job can be due or expire then: the
+    /// functions refuse it for send_at and expires_at (a job queued for 'infinity' was never
+    /// sent, and nothing said so).
+    @Test func infiniteTimesAreRefusedByTheFunctions() async throws {
+        try await withApp { (_, client) async throws in
+            let calls: [(PostgresQuery, String)] = [
+                (
+                    "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{}', send_at => 'infinity')",
+                    "send_at must be a finite time, not infinity"
+                ),
+                (
+                    "SELECT push_enqueue_campaign(app_code => 'wowa', message => '{}', send_at => '-infinity')",
+                    "send_at must be a finite time, not -infinity"
+                ),
+                (
+                    "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => '{}', expires_at => 'infinity')",
+                    "expires_at must be a finite time, not infinity"
+                ),
+            ]
+            for (call, says) in calls {
+                await #expect { for try await _ in try await client.query(call) {} } throws: { error in
+                    DatabaseErrorText.sqlState(error) == .invalidParameterValue && DatabaseErrorText.describe(error) == says
+                }
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
+        }
+    }
+
     @Test func enqueueLeavesTheDefaultToTheFunctionsAndPassesAPriorityThrough() async throws {
         try await withApp { (jobs, client) async throws in
             func enqueue(users: [Int64]?, _ priority: JobPriority?) async throws -> JobSummary {
