@@ -9,11 +9,12 @@ struct FormBody: Sendable {
     /// Forms are small; a service-account JSON pasted into a text area is the largest, a few KiB.
     static let sizeLimit = 64 * 1024
 
-    init(_ text: String) {
-        for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = Self.decode(parts[0])
-            let value = parts.count > 1 ? Self.decode(parts[1]) : ""
+    /// Nil when a name or value, its escapes decoded, is not UTF-8: a browser sends nothing
+    /// else, and `%FF` kept as those three characters would be stored as what nobody typed.
+    init?(_ body: [UInt8]) {
+        for pair in body.split(separator: UInt8(ascii: "&")) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = Self.decode(parts[0]), let value = parts.count > 1 ? Self.decode(parts[1]) : "" else { return nil }
             values[name, default: []].append(value)
         }
     }
@@ -29,8 +30,11 @@ struct FormBody: Sendable {
         } catch {
             throw ConsoleError.badRequest("the form is larger than \(sizeLimit / 1024) KiB")
         }
-        return FormBody(String(buffer: buffer))
+        guard let form = FormBody(Array(buffer: buffer)) else { throw ConsoleError.badRequest(notUTF8) }
+        return form
     }
+
+    static let notUTF8 = "the form's fields must be UTF-8 text"
 
     /// The first value of `name`; nil when absent.
     subscript(_ name: String) -> String? {
@@ -43,8 +47,33 @@ struct FormBody: Sendable {
         return value
     }
 
-    private static func decode(_ text: Substring) -> String {
-        let spaced = text.replacingOccurrences(of: "+", with: " ")
-        return spaced.removingPercentEncoding ?? spaced
+    /// The WHATWG URL Standard's decoding of a urlencoded name or value: `+` is a space, `%`
+    /// and two hex digits a byte, any other byte itself; nil when the bytes are not UTF-8.
+    private static func decode(_ bytes: ArraySlice<UInt8>) -> String? {
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex, let high = hexValue(bytes[index + 1]),
+                let low = hexValue(bytes[index + 2])
+            {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+                index += 1
+            }
+        }
+        return String(validating: decoded, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

@@ -23,13 +23,14 @@ struct UploadForm: Sendable {
             throw ConsoleError.badRequest("the form is larger than \(FormBody.sizeLimit / 1024) KiB")
         }
         if contentType.lowercased().hasPrefix("application/x-www-form-urlencoded") {
-            return UploadForm(fields: FormBody(String(buffer: buffer)).values)
+            guard let form = FormBody(Array(buffer: buffer)) else { throw ConsoleError.badRequest(FormBody.notUTF8) }
+            return UploadForm(fields: form.values)
         }
         guard contentType.lowercased().hasPrefix("multipart/form-data"), let boundary = boundary(of: contentType) else {
             throw ConsoleError.badRequest("a form was expected (multipart/form-data or application/x-www-form-urlencoded)")
         }
         guard let form = UploadForm(multipart: Array(buffer: buffer), boundary: boundary) else {
-            throw ConsoleError.badRequest("the form's multipart body is malformed")
+            throw ConsoleError.badRequest("the form's multipart body is malformed, or a field of it is not UTF-8 text")
         }
         return form
     }
@@ -64,7 +65,8 @@ struct UploadForm: Sendable {
     }
 
     /// Parts are `--boundary CRLF headers CRLF CRLF content` up to the next `CRLF --boundary`,
-    /// the last boundary followed by `--`. Nil for a body that does not follow that shape.
+    /// the last boundary followed by `--`. Nil for a body that does not follow that shape, or
+    /// with a text field that is not UTF-8 (a file's content is taken as it is).
     init?(multipart body: [UInt8], boundary: String) {
         // The CRLF before the first boundary is optional (no preamble): supply one, so every
         // delimiter is the same `CRLF --boundary`.
@@ -87,7 +89,8 @@ struct UploadForm: Sendable {
             if let filename = disposition["filename"] {
                 if files[name] == nil { files[name] = File(filename: filename, content: Data(content)) }
             } else {
-                fields[name, default: []].append(String(decoding: content, as: UTF8.self))
+                guard let text = String(validating: content, as: UTF8.self) else { return nil }
+                fields[name, default: []].append(text)
             }
             position = contentEnd + delimiter.count
         }

@@ -249,6 +249,34 @@ struct ConsoleAppsTests {
         }
     }
 
+    /// A form whose text is not UTF-8 (`%FF`, or such bytes in a multipart field) is refused
+    /// whole, and nothing is stored: before, `%FF` became an app's name as those three characters.
+    @Test func aFormThatIsNotUTF8IsRefusedAndChangesNothing() async throws {
+        let fixture = try await APIFixture.make()
+        try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
+            var browser = ConsoleBrowser()
+            _ = try await browser.signIn(client)
+            let csrf = try await browser.csrf(client)
+            var headers = browser.cookieHeader
+            headers[.contentType] = "application/x-www-form-urlencoded"
+            let urlencoded = try await client.execute(
+                uri: "/console/apps", method: .post, headers: headers, body: ByteBuffer(string: "csrf=\(csrf)&code=odd&name=x%FF"))
+            #expect(
+                urlencoded.status == .badRequest && urlencoded.text.contains("the form&#39;s fields must be UTF-8 text"),
+                "\(urlencoded.text)")
+            // The name's last byte is 0xFF, which no UTF-8 text holds.
+            var body = Array(
+                ConsoleBrowser.multipartBody([
+                    .init(name: "csrf", value: csrf), .init(name: "code", value: "odd"), .init(name: "name", value: "x~"),
+                ]).utf8)
+            body[try #require(body.firstIndex(of: UInt8(ascii: "~")))] = 0xFF
+            headers[.contentType] = "multipart/form-data; boundary=\(ConsoleBrowser.boundary)"
+            let multipart = try await client.execute(uri: "/console/apps", method: .post, headers: headers, body: ByteBuffer(bytes: body))
+            #expect(multipart.status == .badRequest && multipart.text.contains("not UTF-8 text"), "\(multipart.text)")
+            #expect(try await fixture.database.text("SELECT string_agg(code, ',' ORDER BY code) FROM apps") == "wowa")
+        }
+    }
+
     static func rate(_ fixture: APIFixture) async throws -> String {
         try await fixture.database.text("SELECT coalesce(max_sends_per_second::text, 'unlimited') FROM apps WHERE code = 'wowa'")
     }
