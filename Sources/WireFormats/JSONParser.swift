@@ -13,6 +13,8 @@ public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
         case tooDeep
         /// A number too large for a `Decimal`.
         case numberOutOfRange
+        /// A number with more significant digits than a `Decimal` keeps: it would be rounded.
+        case numberTooPrecise
     }
 
     public let problem: Problem
@@ -46,6 +48,8 @@ public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
         case .invalidString: "invalid UTF-8 or a lone surrogate in the string at \(place)"
         case .tooDeep: "more than \(JSONParser.maximumDepth) nested arrays and objects at \(place)"
         case .numberOutOfRange: "a number out of range at \(place)"
+        case .numberTooPrecise:
+            "a number with more than \(JSONParser.mostSignificantDigits) significant digits at \(place) (send it as a string)"
         }
     }
 
@@ -304,8 +308,23 @@ public struct JSONParser {
         }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if integral, let integer = Int64(text) { return .integer(integer) }
+        // Decimal(string:) rounds what it cannot hold: a message would change on its way.
+        guard Self.significantDigits(of: text) <= Self.mostSignificantDigits else { throw failure(.numberTooPrecise, at: start) }
         guard let decimal = Decimal(string: text, locale: nil), decimal.isFinite else { throw failure(.numberOutOfRange, at: start) }
         return .number(decimal)
+    }
+
+    /// The significant digits a `Decimal` keeps exactly.
+    public static let mostSignificantDigits = 38
+
+    /// The digits of a JSON number's mantissa, from its first non-zero digit to its last.
+    static func significantDigits(of number: String) -> Int {
+        let mantissa = number.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+        let digits = mantissa.filter { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        guard let first = digits.firstIndex(where: { $0 != UInt8(ascii: "0") }),
+            let last = digits.lastIndex(where: { $0 != UInt8(ascii: "0") })
+        else { return 0 }
+        return last - first + 1
     }
 
     private mutating func digits() -> Int {

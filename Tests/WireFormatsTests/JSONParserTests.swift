@@ -67,6 +67,10 @@ struct JSONParserTests {
         ("{'a':1}", "unexpected ''' at line 1, column 2"),
         ("[1] x", "unexpected 'x' at line 1, column 5"),
         ("[1e400]", "a number out of range at line 1, column 2"),
+        (
+            #"{"n":123456789012345678901234567890123456789}"#,
+            "a number with more than 38 significant digits at line 1, column 6 (send it as a string)"
+        ),
         (String(repeating: "[", count: 40), "more than 32 nested arrays and objects at line 1, column 33"),
     ])
     func saysWhatIsWrongAndWhere(_ text: String, _ description: String) {
@@ -75,6 +79,30 @@ struct JSONParserTests {
             _ = try Self.parse(text)
         } catch {
             #expect(error.description == description)
+        }
+    }
+
+    /// A number is kept exactly or refused: `Decimal` holds 38 significant digits, and
+    /// rounded a longer one without a word (a message's APNs payload would change on its way).
+    @Test func numbersAreExactUpTo38SignificantDigitsAndRefusedBeyond() throws {
+        for text in [
+            "12345678901234567890123456789012345678", "-0.00012345678901234567890123456789012345678",
+            "1234567890123456789012345678901234567800000", "9.9999999999999999999999999999999999999e-50", "100.00",
+        ] {
+            guard case .number(let value) = try Self.parse(text) else {
+                Issue.record("\(text) is not a number")
+                continue
+            }
+            #expect(value == Decimal(string: text, locale: nil), "\(text)")
+            #expect(JSONParser.significantDigits(of: text) <= 38, "\(text)")
+        }
+        #expect(JSONParser.significantDigits(of: "-0.00012345678901234567890123456789012345678e+5") == 38)
+        #expect(JSONParser.significantDigits(of: "0.0") == 0 && JSONParser.significantDigits(of: "100.00") == 1)
+        for text in [
+            "123456789012345678901234567890123456789", "1.00000000000000000000000000000000000001",
+            "-12345678901234567890123456789012345678.9e3",
+        ] {
+            #expect(throws: JSONSyntaxError.self, "\(text)") { try Self.parse(text) }
         }
     }
 
