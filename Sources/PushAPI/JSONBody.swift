@@ -27,7 +27,7 @@ enum JSONBody {
         let value: JSONValue
         do {
             value = try buffer.withUnsafeReadableBytes { bytes throws(JSONSyntaxError) in try JSONParser.parse(bytes) }
-        } catch  where error.problem == .tooDeep {
+        } catch let error where error.problem == .tooDeep {
             throw APIError.validation("the body nests deeper than \(JSONParser.maximumDepth) levels (at byte \(error.offset))")
         } catch {
             // Where and what, as the parser says it: a lone surrogate, a bad byte, a line and column.
