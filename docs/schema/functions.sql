@@ -73,6 +73,30 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.push_deactivate_device(p_device_id bigint, p_user_id bigint, p_app_id bigint, p_reason text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_device_id text;
+    v_deactivated_at timestamptz;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('push_devices:user:' || p_app_id || ':' || p_user_id, 0));
+    v_deactivated_at := clock_timestamp();
+    SELECT d.device_id INTO v_device_id
+      FROM push_devices d WHERE d.id = p_device_id AND d.user_id = p_user_id AND d.app_id = p_app_id;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE push_devices d
+       SET is_active = false, deactivated_at = v_deactivated_at, deactivation_reason = p_reason,
+           updated_at = v_deactivated_at
+     WHERE d.user_id = p_user_id AND d.app_id = p_app_id AND d.is_active
+       AND (d.id = p_device_id OR d.device_id = v_device_id);
+    RETURN true;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.push_drop_old_deliveries(retention interval, dry_run boolean DEFAULT false)
  RETURNS TABLE(day date, deliveries bigint, jobs bigint, dropped boolean, kept_because text)
  LANGUAGE plpgsql
@@ -407,23 +431,27 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended('push_devices:token:' || p_app_id || ':' || p_token, 0));
     PERFORM pg_advisory_xact_lock(hashtextextended('push_devices:user:' || p_app_id || ':' || p_user_id, 0));
     -- The clock, not now(): registrations batched in one transaction keep their order in
-    -- last_used_at, which the cap ranks by.
+    -- last_used_at, which the cap ranks by; and the rows this one deactivates get the same
+    -- time, never earlier than their own last_used_at (now() is the batch's start).
     registered_at := clock_timestamp();
 
     UPDATE push_devices AS d
-       SET is_active = false, deactivated_at = now(), deactivation_reason = 'account_switch', updated_at = now()
+       SET is_active = false, deactivated_at = registered_at, deactivation_reason = 'account_switch',
+           updated_at = registered_at
      WHERE d.app_id = p_app_id AND d.token = p_token AND d.is_active AND d.user_id <> p_user_id;
 
     IF p_device_id IS NOT NULL THEN
         UPDATE push_devices AS d
-           SET is_active = false, deactivated_at = now(), deactivation_reason = 'replaced', updated_at = now()
+           SET is_active = false, deactivated_at = registered_at, deactivation_reason = 'replaced',
+               updated_at = registered_at
          WHERE d.app_id = p_app_id AND d.user_id = p_user_id AND d.device_id = p_device_id
            AND d.is_active AND d.token <> p_token;
     END IF;
 
     -- Room for this registration: keep the p_max_active_devices - 1 most recent other rows.
     UPDATE push_devices AS d
-       SET is_active = false, deactivated_at = now(), deactivation_reason = 'device_limit', updated_at = now()
+       SET is_active = false, deactivated_at = registered_at, deactivation_reason = 'device_limit',
+           updated_at = registered_at
      WHERE d.id IN (SELECT o.id FROM push_devices AS o
                      WHERE o.app_id = p_app_id AND o.user_id = p_user_id AND o.is_active AND o.token <> p_token
                      ORDER BY o.last_used_at DESC, o.id DESC

@@ -169,19 +169,11 @@ public struct DeviceDirectory: Sendable {
     public func deactivate(deviceID id: Int64, userID: Int64, appID: Int64, reason: DeactivationReason = .logout, logger: Logger)
         async throws -> Bool
     {
-        let rows = try await DatabaseStatement.run(
-            """
-            WITH target AS (
-                SELECT id, device_id FROM push_devices WHERE id = \(id) AND user_id = \(userID) AND app_id = \(appID)),
-            -- Runs whether or not the SELECT reads it, as every data-modifying WITH does.
-            deactivated AS (
-                UPDATE push_devices d
-                   SET is_active = false, deactivated_at = now(), deactivation_reason = \(reason), updated_at = now()
-                  FROM target t
-                 WHERE d.user_id = \(userID) AND d.app_id = \(appID) AND d.is_active
-                   AND (d.id = t.id OR d.device_id = t.device_id))
-            SELECT EXISTS (SELECT 1 FROM target)
-            """, on: client, logger: logger)
+        // Behind the user's lock, as registrations: see push_deactivate_device.
+        let rows = try await Self.retryingConflicts(logger: logger) {
+            try await DatabaseStatement.run(
+                "SELECT push_deactivate_device(\(id), \(userID), \(appID), \(reason))", on: client, logger: logger)
+        }
         return try rows.first?.decode(Bool.self) ?? false
     }
 

@@ -165,6 +165,41 @@ struct DeviceDirectoryTests {
         }
     }
 
+    /// The same race with the refresh still in its transaction when the logout arrives: the
+    /// logout waits for it, then covers its new row. (As one UPDATE, the logout waited on the
+    /// old row's lock, found that row already replaced, and missed the new one: the signed-out
+    /// phone kept receiving, and DELETE answered 204.)
+    @Test func aLogoutWaitingOnARefreshInFlightCoversItsNewRow() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            let registry = DeviceDirectory(client: client)
+            let old = try await registry.register(
+                registration("tok-held-old", deviceID: "phone-1"), userID: 1, appID: app, logger: testLogger
+            ).device
+            try await client.withConnection { refresh in
+                try await refresh.query("BEGIN", logger: testLogger)
+                _ = try await refresh.query(
+                    "SELECT id FROM push_register_device(1, \(app), 'tok-held-new', 'android', 'phone-1')", logger: testLogger
+                ).collect()
+                async let logout = registry.deactivate(deviceID: old.id, userID: 1, appID: app, logger: testLogger)
+                // The refresh commits only once the logout waits for it.
+                let waiting: PostgresQuery = """
+                    SELECT count(*)::int FROM pg_stat_activity
+                     WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+                    """
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try await count(client, waiting) == 0 && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                #expect(try await count(client, waiting) == 1)
+                try await refresh.query("COMMIT", logger: testLogger)
+                #expect(try await logout)
+            }
+            #expect(try await rows(client, token: "tok-held-old").map { $0.2 } == ["replaced"])
+            #expect(try await rows(client, token: "tok-held-new").map { $0.2 } == ["logout"])
+        }
+    }
+
     @Test func registeringAgainAfterLogoutReactivatesTheRow() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             let app = try await addApp(client)
