@@ -38,7 +38,7 @@ struct QueryParameters {
 
     func integer(_ name: String, in range: ClosedRange<Int64>, message: String? = nil) throws(QueryProblem) -> Int64? {
         guard let text = string(name) else { return nil }
-        guard let number = Int64(text), range.contains(number) else {
+        guard let number = Int64(plainDecimal: text), range.contains(number) else {
             throw .invalid(name, message ?? "\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)")
         }
         return number

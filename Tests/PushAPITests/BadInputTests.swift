@@ -94,7 +94,8 @@ struct BadInputTests {
         }
     }
 
-    @Test(arguments: ["abc", "-1", "0", "1.5", "99999999999999999999999"])
+    /// One spelling per id: `+1` and `01` are not device 1.
+    @Test(arguments: ["abc", "-1", "0", "1.5", "99999999999999999999999", "+1", "01"])
     func nonNumericDeviceIDIs400(_ id: String) async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in

@@ -54,6 +54,11 @@ struct QueryParametersTests {
         }
         #expect(throws: QueryProblem.invalid("limit", "limit must be an integer in 1...200")) { try query.integer("limit", in: 1...200) }
         #expect(try query.oneOf("kind", JobKind.self) == .single, "an enum that is not a column's")
+        let spelt = try QueryParameters(Self.request("job=%2B7&limit=050"), allowed: ["job", "limit"])
+        #expect(throws: QueryProblem.invalid("job", "job must be a positive integer"), "+7") { try spelt.positiveInteger("job") }
+        #expect(throws: QueryProblem.invalid("limit", "limit must be an integer in 1...200"), "050") {
+            try spelt.integer("limit", in: 1...200)
+        }
         do {
             _ = try query.time("since")
             Issue.record("yesterday is not a time")

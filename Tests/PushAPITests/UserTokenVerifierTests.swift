@@ -23,6 +23,16 @@ struct AccessTokenClaimTests {
         #expect(try verify(["sub": "8", "appId": 3, "exp": Int(now) + 60, "aud": "push"]) == AppUser(userID: 8, appID: 3))
     }
 
+    /// A `sub` is a user id only as plain digits: `+8` and `008` are not user 8.
+    @Test func aSubOfAnyOtherSpellingIsNoUser() {
+        let exp = Int(Date().timeIntervalSince1970) + 60
+        for sub in ["+8", "008", " 8", "8.0", "-8"] {
+            #expect(throws: UserTokenVerifier.Failure.missingUser, "\(sub)") {
+                try verify(["sub": sub, "appId": 3, "exp": exp, "aud": "push"])
+            }
+        }
+    }
+
     @Test func claimsOfTheWrongTypeMakeTheTokenMalformed() {
         let exp = Int(Date().timeIntervalSince1970) + 60
         let base: [String: Any] = ["userId": 7, "appId": 3, "exp": exp, "aud": "push"]

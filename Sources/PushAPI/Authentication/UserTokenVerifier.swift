@@ -149,7 +149,7 @@ public struct UserTokenVerifier: Sendable {
         }
         // Positive, as push_enqueue's user ids are: a device registered for user 0 or -1 could
         // never be sent to.
-        guard let userID = claims.userId ?? claims.sub.flatMap({ Int64($0.value) }), userID > 0 else { throw .missingUser }
+        guard let userID = claims.userId ?? claims.sub.flatMap({ Int64(plainDecimal: $0.value) }), userID > 0 else { throw .missingUser }
         guard let appID = claims.appId else { throw .missingApp }
         return AppUser(userID: userID, appID: appID)
     }

@@ -65,7 +65,7 @@ extension ConsoleController {
                 members["campaign"] = .bool(true)
             } else {
                 let ids = userIDs.split(whereSeparator: { $0 == "," || $0.isWhitespace }).map(String.init)
-                if !ids.isEmpty { members["userIds"] = .array(ids.map { Int64($0).map(JSONValue.integer) ?? .string($0) }) }
+                if !ids.isEmpty { members["userIds"] = .array(ids.map { Int64(plainDecimal: $0).map(JSONValue.integer) ?? .string($0) }) }
             }
             if !platforms.isEmpty {
                 members["platforms"] = .array(Platform.allCases.map(\.rawValue).filter(platforms.contains).map(JSONValue.string))

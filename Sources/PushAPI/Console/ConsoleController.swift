@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import PostgresNIO
 import ServiceSupport
+import WireFormats
 
 /// The admin console under `/console`: server-rendered pages over the same stores as the admin
 /// API, behind a sign-in with `PUSH_ADMIN_TOKEN`. Mounted only when that token is set.
@@ -438,7 +439,7 @@ struct ConsoleController {
     }
 
     static func jobID(_ context: APIRequestContext) throws(ConsoleError) -> Int64 {
-        guard let id = context.parameters.get("id").flatMap({ Int64($0) }), id > 0 else {
+        guard let id = context.parameters.get("id").flatMap({ Int64(plainDecimal: $0) }), id > 0 else {
             throw .badRequest("A job id is a positive integer.")
         }
         return id

@@ -1,6 +1,7 @@
 import DeviceRegistry
 import Foundation
 import Hummingbird
+import WireFormats
 
 /// One user's devices in an app, active or not: why and since when a device stopped receiving,
 /// and each device's last deliveries. Devices from `DeviceDirectory` (newest registration first,
@@ -78,7 +79,7 @@ extension ConsoleController {
         let appOptions = known.map { Option(value: $0.code, label: $0.code, selected: $0.code == appCode) }
 
         // Nothing asked yet: the form alone. Half a question: the form, with what is missing next to its field.
-        let user = userText.flatMap { Int64($0) }.flatMap { $0 > 0 ? $0 : nil }
+        let user = userText.flatMap { Int64(plainDecimal: $0) }.flatMap { $0 > 0 ? $0 : nil }
         let app = appCode.flatMap { code in known.first { $0.code == code } }
         guard let app, let user else {
             let asked = appCode != nil || userText != nil

@@ -235,7 +235,7 @@ struct AdminController {
     }
 
     static func jobID(_ context: APIRequestContext) throws -> Int64 {
-        guard let id = context.parameters.get("id").flatMap({ Int64($0) }), id > 0 else {
+        guard let id = context.parameters.get("id").flatMap({ Int64(plainDecimal: $0) }), id > 0 else {
             throw APIError.validation("job id must be a positive integer")
         }
         return id

@@ -69,7 +69,7 @@ struct DeviceController {
     @Sendable func deactivate(_ request: Request, context: APIRequestContext) async throws -> Response {
         let user = try context.requireAppUser()
         let raw = context.parameters.get("id") ?? ""
-        guard let id = Int64(raw), id > 0 else {
+        guard let id = Int64(plainDecimal: raw), id > 0 else {
             throw APIError.validation("device id must be a positive integer")
         }
         // Another user's device answers exactly like a missing one.
