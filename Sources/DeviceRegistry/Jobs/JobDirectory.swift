@@ -141,6 +141,10 @@ public struct JobDirectory: Sendable {
         idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
         priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil
     ) async throws -> Int64 {
+        if let ttl, (sendAt ?? Date()).addingTimeInterval(ttl.inSeconds) > Self.latestExpiry {
+            throw EnqueueRejected(
+                description: "ttl from send_at ends after 9999-12-31, the last day a time is written for", parameter: .expiry)
+        }
         var sql = PostgresQuery.StringInterpolation(literalCapacity: 400, interpolationCount: 10)
         if let userIDs {
             sql.appendLiteral("SELECT push_enqueue(app_code => ")
@@ -197,6 +201,10 @@ public struct JobDirectory: Sendable {
     /// The longest `ttl` the API, the console and pushctl take: ten years, far past FCM's own
     /// 28 days, and short of dates no one can write.
     public static let longestTTL = Duration.seconds(315_360_000)
+
+    /// 9999-12-31T23:59:59.999Z: times are read and written with four-digit years, so a job
+    /// whose ttl ends later would show an expiry no caller could give back.
+    static let latestExpiry = Date(timeIntervalSince1970: 253_402_300_799.999)
 
     /// How many jobs one listing may ask for (GET /admin/jobs, pushctl jobs).
     public static let listLimits: ClosedRange<Int64> = 1...1000

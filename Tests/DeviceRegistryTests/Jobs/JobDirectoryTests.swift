@@ -154,7 +154,11 @@ struct JobPriorityAndExpiryTests {
         Refusal(name: "both expiresAt and ttl", expiresAt: Date() + 3600, ttl: .seconds(60), says: "give expires_at or ttl, not both"),
         Refusal(name: "ttl of zero", ttl: .zero, says: "ttl must be positive"),
         Refusal(name: "negative ttl", ttl: .seconds(-5), says: "ttl must be positive"),
-        Refusal(name: "ttl past PostgreSQL's range", ttl: .seconds(Int64.max), says: "out of range"),
+        Refusal(name: "ttl past PostgreSQL's range", ttl: .seconds(Int64.max), says: "ends after 9999-12-31"),
+        // The API would show an expiry it cannot read back (+010009-…).
+        Refusal(
+            name: "ttl ending after year 9999", sendAt: Date(timeIntervalSince1970: 253_402_214_400), ttl: .seconds(315_360_000),
+            says: "ends after 9999-12-31"),
     ]
 
     @Test(arguments: refusals)
