@@ -53,7 +53,7 @@ public struct APIConfiguration: Sendable {
     public static let environmentVariables: Set<String> = [
         "DATABASE_URL", "DATABASE_READ_URL", "API_HOST", "API_PORT", "JWT_SECRET", "JWT_PUBLIC_KEY_FILE", "JWT_ISSUER", "JWT_AUDIENCE",
         "PUSH_ADMIN_TOKEN", "LOG_LEVEL", "MAX_ACTIVE_DEVICES_PER_USER", "REGISTRATIONS_PER_USER_PER_MINUTE",
-        "API_IDLE_TIMEOUT_SECONDS", "API_READ_TIMEOUT_SECONDS", "API_MAX_CONNECTIONS",
+        "API_IDLE_TIMEOUT_SECONDS", "API_READ_TIMEOUT_SECONDS", "API_MAX_CONNECTIONS", "LOGOUT_TOKEN_GRACE_SECONDS",
     ]
 
     /// The shortest admin token accepted: a guessable one would open every user's notifications.
@@ -63,6 +63,9 @@ public struct APIConfiguration: Sendable {
         let settings = EnvironmentSettings(environment, declared: environmentVariables)
         var jwt = UserTokenVerifier.Configuration(
             hmacSecret: settings.value("JWT_SECRET"), issuer: settings.value("JWT_ISSUER"), audience: settings.value("JWT_AUDIENCE"))
+        if let grace = try settings.integer("LOGOUT_TOKEN_GRACE_SECONDS", in: 0...31_536_000) {
+            jwt.logoutGrace = .seconds(grace)
+        }
         if let path = settings.value("JWT_PUBLIC_KEY_FILE") {
             guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw .invalid("JWT_PUBLIC_KEY_FILE", "\(path) cannot be read")

@@ -21,6 +21,7 @@ struct PushAPICommand: AsyncParsableCommand {
             in transaction mode), DATABASE_READ_URL (a streaming standby the admin API's and the console's audit is \
             read from; writes stay on DATABASE_URL), JWT_SECRET (HS256, at \
             least 32 bytes) and/or JWT_PUBLIC_KEY_FILE (RSA or EC P-256 PEM), JWT_ISSUER, JWT_AUDIENCE, \
+            LOGOUT_TOKEN_GRACE_SECONDS (how long after its exp an access token still signs a logout, default 604800), \
             PUSH_ADMIN_TOKEN (bearer token of the service/admin endpoints, at least 16 characters; unset: \
             they answer 404), API_HOST (default 127.0.0.1), API_PORT (default 8080), LOG_LEVEL (default info), \
             MAX_ACTIVE_DEVICES_PER_USER (active devices per user and app, default 20; beyond it the least recently \

@@ -81,6 +81,50 @@ struct AuthenticationTests {
         #expect(rows == 0)
     }
 
+    /// A logout made offline arrives later with the access token the app had then: DELETE takes
+    /// a token expired within LOGOUT_TOKEN_GRACE_SECONDS (a week by default), signed as always;
+    /// no other request does, and no older token.
+    @Test func aLogoutIsTakenWithATokenExpiredWithinTheGraceAndNothingElseIs() async throws {
+        let fixture = try await APIFixture.make()
+        let app = fixture.appID
+        try await fixture.test { client in
+            let registered = try await client.register(token: "tok-offline-logout", as: fixture.token(user: 5))
+            let id = try #require(registered.json["id"] as? Int)
+            let anHourAgo = TokenMint.sign(TokenMint.claims(userID: 5, appID: app, expiresIn: -3600))
+            expectUnauthenticated(try await client.send(.get, "/push/devices", token: anHourAgo), "the access token has expired")
+            expectUnauthenticated(
+                try await client.register(token: "tok-offline-other", as: anHourAgo), "the access token has expired")
+            let eightDaysAgo = TokenMint.sign(TokenMint.claims(userID: 5, appID: app, expiresIn: -8 * 86_400))
+            expectUnauthenticated(
+                try await client.send(.delete, "/push/devices/\(id)", token: eightDaysAgo), "the access token has expired")
+            let forged = TokenMint.sign(
+                TokenMint.claims(userID: 5, appID: app, expiresIn: -3600), with: .hmac("another-secret-that-is-32-bytes-long!!"))
+            expectUnauthenticated(
+                try await client.send(.delete, "/push/devices/\(id)", token: forged), "the access token's signature is invalid")
+            #expect(try await fixture.database.text("SELECT is_active::text FROM push_devices WHERE id = \(id)") == "true")
+            #expect(try await client.send(.delete, "/push/devices/\(id)", token: anHourAgo).status == .noContent)
+            #expect(try await fixture.database.text("SELECT deactivation_reason FROM push_devices WHERE id = \(id)") == "logout")
+        }
+        // LOGOUT_TOKEN_GRACE_SECONDS=0: an expired token signs nothing.
+        try await fixture.test(jwt: .init(hmacSecret: TokenMint.secret, logoutGrace: .zero)) { client in
+            let registered = try await client.register(token: "tok-no-grace", as: fixture.token(user: 6))
+            let id = try #require(registered.json["id"] as? Int)
+            let expired = TokenMint.sign(TokenMint.claims(userID: 6, appID: app, expiresIn: -5))
+            expectUnauthenticated(try await client.send(.delete, "/push/devices/\(id)", token: expired), "the access token has expired")
+        }
+    }
+
+    @Test func theLogoutGraceIsAWeekUnlessSetAndRefusedOutOfRange() throws {
+        let required = ["DATABASE_URL": "postgres://localhost/push", "JWT_SECRET": TokenMint.secret]
+        #expect(try APIConfiguration.fromEnvironment(required).jwt.logoutGrace == .seconds(604_800))
+        #expect(try APIConfiguration.fromEnvironment(required.merging(["LOGOUT_TOKEN_GRACE_SECONDS": "0"]) { $1 }).jwt.logoutGrace == .zero)
+        for value in ["-1", "31536001", "a week"] {
+            #expect(throws: ConfigurationError.self, "\(value)") {
+                try APIConfiguration.fromEnvironment(required.merging(["LOGOUT_TOKEN_GRACE_SECONDS": value]) { $1 })
+            }
+        }
+    }
+
     @Test func cookieAndDecimalSubAreAccepted() async throws {
         let fixture = try await APIFixture.make()
         try await fixture.test { client in

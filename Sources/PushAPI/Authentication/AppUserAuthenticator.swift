@@ -2,7 +2,9 @@ import Hummingbird
 import Logging
 
 /// Accepts the access token from `Authorization: Bearer …` or the `accessToken` cookie (the
-/// auth server sets it as an HttpOnly cookie), verifies it, and requires its app to exist.
+/// auth server sets it as an HttpOnly cookie), verifies it, and requires its app to exist. A
+/// logout (DELETE) is taken with a token expired up to the verifier's `logoutGrace` ago: an app
+/// keeps a logout made offline with the token it had then, and has no fresh one once signed out.
 struct AppUserAuthenticator: RouterMiddleware {
     typealias Context = APIRequestContext
     let verifier: UserTokenVerifier
@@ -14,7 +16,7 @@ struct AppUserAuthenticator: RouterMiddleware {
         }
         let user: AppUser
         do {
-            user = try verifier.verify(token)
+            user = try verifier.verify(token, expiredWithin: request.method == .delete ? verifier.logoutGrace : .zero)
         } catch {
             context.logger.info("access token refused", metadata: ["push.reason": "\(error)"])
             throw APIError.unauthenticated(error.description)

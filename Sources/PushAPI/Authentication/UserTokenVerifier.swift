@@ -43,16 +43,23 @@ public struct UserTokenVerifier: Sendable {
         public var publicKeyPath: String
         public var issuer: String?
         public var audience: String?
+        /// How long after its `exp` an access token still signs a logout (`LOGOUT_TOKEN_GRACE_SECONDS`).
+        public var logoutGrace: Duration
+
+        /// A week: a logout made offline, kept by the app with the access token it had then,
+        /// still arrives when the phone is back days later, after that token expired.
+        public static let defaultLogoutGrace = Duration.seconds(7 * 86_400)
 
         public init(
             hmacSecret: String? = nil, publicKeyPEM: String? = nil, publicKeyPath: String = "<inline>",
-            issuer: String? = nil, audience: String? = nil
+            issuer: String? = nil, audience: String? = nil, logoutGrace: Duration = defaultLogoutGrace
         ) {
             self.hmacSecret = hmacSecret
             self.publicKeyPEM = publicKeyPEM
             self.publicKeyPath = publicKeyPath
             self.issuer = issuer
             self.audience = audience
+            self.logoutGrace = logoutGrace
         }
     }
 
@@ -60,6 +67,7 @@ public struct UserTokenVerifier: Sendable {
     private let algorithms: [String: any JWTAlgorithm]
     private let issuer: String?
     private let audience: String?
+    let logoutGrace: Duration
 
     public init(_ configuration: Configuration) async throws(JWTConfigurationError) {
         var keys: [String: JWTKeyCollection] = [:]
@@ -86,6 +94,7 @@ public struct UserTokenVerifier: Sendable {
         self.algorithms = algorithms
         self.issuer = configuration.issuer
         self.audience = configuration.audience
+        self.logoutGrace = configuration.logoutGrace
     }
 
     public enum Failure: Error, Equatable, CustomStringConvertible {
@@ -119,7 +128,9 @@ public struct UserTokenVerifier: Sendable {
     /// Synchronous, without the key collection: its `verify` is an actor method that hops between
     /// executors four times per token, which cost push-api a third of its registrations per second
     /// (bench/registration/README.md, "jwt-kit").
-    public func verify(_ token: String, now: Date = Date()) throws(Failure) -> AppUser {
+    /// `expiredWithin`: how long after its `exp` the token is still taken (a logout's
+    /// `logoutGrace`; nothing else's). Signature, algorithm, issuer and audience are checked alike.
+    public func verify(_ token: String, now: Date = Date(), expiredWithin grace: Duration = .zero) throws(Failure) -> AppUser {
         let bytes = Array(token.utf8)
         guard let segments = try? Self.parser.getTokenParts(bytes), Self.isCanonical(segments.header),
             let alg = Self.algorithm(in: segments.header)
@@ -139,7 +150,7 @@ public struct UserTokenVerifier: Sendable {
         guard Self.isCanonical(segments.payload) else { throw .malformed }
 
         guard let exp = claims.exp else { throw .missingExpiry }
-        do { try exp.verifyNotExpired(currentDate: now) } catch { throw .expired }
+        do { try exp.verifyNotExpired(currentDate: now.addingTimeInterval(-Double(grace.components.seconds))) } catch { throw .expired }
         // Not jwt-kit's verifyNotBefore, which refuses nbf == now: RFC 7519 §4.1.5 accepts it.
         if let nbf = claims.nbf, nbf.value > now { throw .notYetValid }
         if let issuer, claims.iss?.value != issuer { throw .wrongIssuer }
