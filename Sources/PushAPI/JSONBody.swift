@@ -26,9 +26,14 @@ enum JSONBody {
         let buffer = try await read(request, context: context, limit: limit)
         let value: JSONValue
         do {
-            value = try buffer.withUnsafeReadableBytes { bytes throws(JSONSyntaxError) in try JSONParser.parse(bytes) }
+            value = try buffer.withUnsafeReadableBytes { bytes throws(JSONSyntaxError) in
+                try JSONParser.parse(bytes, refusingRepeatedMembers: true)
+            }
         } catch let error where error.problem == .tooDeep {
             throw APIError.validation("the body nests deeper than \(JSONParser.maximumDepth) levels (at byte \(error.offset))")
+        } catch let error where error.isRepeatedMember {
+            // JSON, but ambiguous: which of the two was meant?
+            throw APIError.validation("the body is ambiguous: \(error)")
         } catch {
             // Where and what, as the parser says it: a lone surrogate, a bad byte, a line and column.
             throw APIError.malformedJSON("the body is not valid JSON: \(error)")

@@ -15,9 +15,15 @@ public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
         case numberOutOfRange
         /// A number with more significant digits than a `Decimal` keeps: it would be rounded.
         case numberTooPrecise
+        /// A member name given twice in one object, where repeats are refused.
+        case repeatedMember(String)
     }
 
     public let problem: Problem
+
+    public var isRepeatedMember: Bool {
+        if case .repeatedMember = problem { true } else { false }
+    }
     /// The byte offset where reading stopped.
     public let offset: Int
     /// The line (from 1) and the character in that line (from 1) of `offset`.
@@ -48,6 +54,7 @@ public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
         case .invalidString: "invalid UTF-8 or a lone surrogate in the string at \(place)"
         case .tooDeep: "more than \(JSONParser.maximumDepth) nested arrays and objects at \(place)"
         case .numberOutOfRange: "a number out of range at \(place)"
+        case .repeatedMember(let name): "the member \"\(name)\" given twice, at \(place)"
         case .numberTooPrecise:
             "a number with more than \(JSONParser.mostSignificantDigits) significant digits at \(place) (send it as a string)"
         }
@@ -70,14 +77,18 @@ public struct JSONSyntaxError: Error, Equatable, CustomStringConvertible {
 /// Strict, because what it accepts is stored as jsonb and sent on to FCM.
 ///
 /// Invalid UTF-8, unescaped control characters, lone surrogates, leading zeros, trailing commas
-/// or content after the value are errors. A repeated member name keeps its last value, as jsonb does.
+/// or content after the value are errors. A repeated member name keeps its last value, as jsonb
+/// does, unless `refusingRepeatedMembers`: what a client sends (a request body, a message typed
+/// for pushctl or the console) says one thing per member, or is refused.
 public struct JSONParser {
     /// Deeper documents are refused, here and for every request body (JSONBody): FCM's messages
     /// nest a handful of levels, and a deep document costs stack and decoding time.
     public static let maximumDepth = 32
 
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONSyntaxError) -> JSONValue {
-        var parser = JSONParser(bytes: bytes)
+    public static func parse(_ bytes: UnsafeRawBufferPointer, refusingRepeatedMembers: Bool = false) throws(JSONSyntaxError)
+        -> JSONValue
+    {
+        var parser = JSONParser(bytes: bytes, refusesRepeatedMembers: refusingRepeatedMembers)
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
@@ -85,16 +96,22 @@ public struct JSONParser {
         return value
     }
 
-    public static func parse(_ bytes: some ContiguousBytes) throws(JSONSyntaxError) -> JSONValue {
-        let result = bytes.withUnsafeBytes { buffer in Result { () throws(JSONSyntaxError) in try parse(buffer) } }
+    public static func parse(_ bytes: some ContiguousBytes, refusingRepeatedMembers: Bool = false) throws(JSONSyntaxError)
+        -> JSONValue
+    {
+        let result = bytes.withUnsafeBytes { buffer in
+            Result { () throws(JSONSyntaxError) in try parse(buffer, refusingRepeatedMembers: refusingRepeatedMembers) }
+        }
         return try result.get()
     }
 
     private let bytes: UnsafeRawBufferPointer
+    private let refusesRepeatedMembers: Bool
     private var index = 0
 
-    private init(bytes: UnsafeRawBufferPointer) {
+    private init(bytes: UnsafeRawBufferPointer, refusesRepeatedMembers: Bool) {
         self.bytes = bytes
+        self.refusesRepeatedMembers = refusesRepeatedMembers
     }
 
     private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
@@ -159,7 +176,9 @@ public struct JSONParser {
         }
         while true {
             guard current == UInt8(ascii: "\"") else { throw failure() }
+            let start = index
             let name = try string()
+            if refusesRepeatedMembers && members[name] != nil { throw failure(.repeatedMember(name), at: start) }
             skipWhitespace()
             guard current == UInt8(ascii: ":") else { throw failure() }
             index += 1

@@ -52,7 +52,7 @@ struct MessageOptions: ParsableArguments {
             // PostgreSQL would refuse it too, but in its own words and without naming the option.
             let parsed: JSONValue
             do {
-                parsed = try JSONParser.parse(Data(message.utf8))
+                parsed = try JSONParser.parse(Data(message.utf8), refusingRepeatedMembers: true)
             } catch {
                 throw InvalidJSONOption(option: "--message", syntax: error)
             }

@@ -24,6 +24,10 @@ struct BadInputTests {
         Case(
             json: "[1,2]", contentType: "application/json", status: 400, code: "VALIDATION_FAILED",
             message: "the body must be a JSON object"),
+        // Which token was meant? Neither is taken (jsonb would keep the last).
+        Case(
+            json: #"{"token":"tok-a","token":"tok-b","platform":"ios"}"#, contentType: "application/json", status: 400,
+            code: "VALIDATION_FAILED", message: #"the body is ambiguous: the member "token" given twice, at line 1, column 18"#),
         Case(
             json: #"{"token":"t","platform":"ios"}"#, contentType: "text/plain", status: 415, code: "UNSUPPORTED_MEDIA_TYPE",
             message: "the body must be application/json"),

@@ -27,6 +27,16 @@ struct JSONParserTests {
                 ]))
         #expect(try Self.parse(#""plain""#) == .string("plain"))
         #expect(try Self.parse(#"{"k":1,"k":2}"#) == .object(["k": .integer(2)]))
+        // What a client sends says one thing per member, nested objects included.
+        do {
+            _ = try JSONParser.parse(Array(#"{"a":{"k":1,"k":2}}"#.utf8), refusingRepeatedMembers: true)
+            Issue.record("a repeated member was taken")
+        } catch {
+            #expect(error.description == #"the member "k" given twice, at line 1, column 13"#)
+        }
+        #expect(
+            try JSONParser.parse(Array(#"{"k":{"k":1}}"#.utf8), refusingRepeatedMembers: true)
+                == .object(["k": .object(["k": .integer(1)])]))
         #expect(try Self.parse("\"é\"") == .string("é"))
     }
 

@@ -85,7 +85,7 @@ extension ConsoleController {
         private func messageValue() throws(ComposeRefusal) -> JSONValue {
             if usesRawMessage {
                 do {
-                    return try JSONParser.parse(Data(message.utf8))
+                    return try JSONParser.parse(Data(message.utf8), refusingRepeatedMembers: true)
                 } catch {
                     throw ComposeRefusal(field: .message, message: "message is not valid JSON: \(error)")
                 }
