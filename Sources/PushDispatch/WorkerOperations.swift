@@ -6,7 +6,7 @@ import PostgresNIO
 import ServiceLifecycle
 import ServiceSupport
 
-/// `/metrics`, `/healthz`, `/readyz` on METRICS_HOST:METRICS_PORT.
+/// `/metrics`, `/healthz`, `/readyz` (the last two also for HEAD) on METRICS_HOST:METRICS_PORT.
 public func buildWorkerOperations(host: String, port: Int, client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> some Service
 {
     Application(
@@ -29,6 +29,16 @@ func workerOperationsRouter(client: PostgresClient, metrics: DispatchMetrics, lo
                     byteBuffer: ByteBuffer(
                         string: #"{"code":"DATABASE_UNAVAILABLE","status":"SERVICE_UNAVAILABLE","message":"the database is unavailable"}"#))
             )
+        }
+    }
+    // Health checks that send HEAD (HAProxy's, some load balancers'): the status, no body.
+    router.head("healthz") { _, _ in Response(status: .ok) }
+    router.head("readyz") { _, _ -> Response in
+        do {
+            try await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)
+            return Response(status: .ok)
+        } catch {
+            return Response(status: .serviceUnavailable)
         }
     }
     router.get("metrics") { _, _ in

@@ -16,6 +16,10 @@ struct OperationsTests {
             let ready = try await client.execute(uri: "/readyz", method: .get)
             #expect(ready.status == .ok && ready.json["status"] as? String == "ready")
             #expect(ready.headers[.init("X-Request-Id")!]?.isEmpty == false)
+            for path in ["/healthz", "/readyz"] {
+                let head = try await client.execute(uri: path, method: .head)
+                #expect(head.status == .ok && head.body.readableBytes == 0, "HEAD \(path)")
+            }
         }
     }
 
@@ -46,7 +50,7 @@ struct OperationsTests {
             let document = try await client.execute(uri: "/openapi.yaml", method: .get)
             #expect(document.status == .ok)
             let operations = OpenAPIOperations.parse(document.text)
-            #expect(operations.count == 13)
+            #expect(operations.count == 15)
             for operation in operations {
                 let uri = operation.path.replacingOccurrences(of: "{id}", with: "1")
                 let isAdmin = !operation.path.hasPrefix("/push/devices")
@@ -75,7 +79,8 @@ struct OperationsTests {
             let declared = OpenAPIOperations.parse(try await client.execute(uri: "/openapi.yaml", method: .get).text)
                 .map { "\($0.method) \($0.path)" }
             let served = [
-                "POST /push/devices", "GET /push/devices", "DELETE /push/devices/{id}", "GET /healthz", "GET /readyz",
+                "POST /push/devices", "GET /push/devices", "DELETE /push/devices/{id}", "GET /healthz", "GET /readyz", "HEAD /healthz",
+                "HEAD /readyz",
                 "GET /metrics", "GET /openapi.yaml", "POST /push/notifications", "GET /admin/jobs", "GET /admin/jobs/{id}",
                 "DELETE /admin/jobs/{id}", "POST /admin/jobs/{id}/cancel", "GET /admin/deliveries",
             ]

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOCore
+import NIOHTTP1
 import PushDispatch
 import TestSupport
 import Testing
@@ -15,16 +16,21 @@ struct WorkerMetricsTests {
             let port = try LocalCluster.freePort()
             configuration.metricsPort = port
             let job = try await fixture.enqueue(users: [1, 2, 3])
-            let (metrics, health, ready) = try await fixture.withWorker(configuration) { () async throws -> (String, UInt, UInt) in
+            let (metrics, health, ready, heads) = try await fixture.withWorker(configuration) {
+                () async throws -> (String, UInt, UInt, [String]) in
                 _ = try await fixture.finished(job)
-                func get(_ path: String) async throws -> (UInt, String) {
-                    let response = try await HTTPClient.shared.execute(
-                        HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)"), timeout: .seconds(5))
+                func get(_ path: String, method: HTTPMethod = .GET) async throws -> (UInt, String) {
+                    var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+                    request.method = method
+                    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(5))
                     return (response.status.code, String(buffer: try await response.body.collect(upTo: 1 << 20)))
                 }
-                return (try await get("/metrics").1, try await get("/healthz").0, try await get("/readyz").0)
+                // HEAD: the status, no body.
+                let heads = [try await get("/healthz", method: .HEAD), try await get("/readyz", method: .HEAD)].map { "\($0.0) \($0.1)" }
+                return (try await get("/metrics").1, try await get("/healthz").0, try await get("/readyz").0, heads)
             }
             #expect(health == 200 && ready == 200)
+            #expect(heads == ["200 ", "200 "])
             #expect(metrics.contains(#"push_sends_total{app="wowa",outcome="sent"} 2"#))
             #expect(metrics.contains(#"push_sends_total{app="wowa",outcome="UNREGISTERED"} 1"#))
             #expect(metrics.contains("push_fcm_request_duration_seconds_count 3"))

@@ -5,7 +5,8 @@ import Logging
 import PostgresNIO
 import ServiceSupport
 
-/// `/healthz` (the process answers), `/readyz` (the database answers), `/metrics`, `/openapi.yaml`.
+/// `/healthz` (the process answers), `/readyz` (the database answers), both also for HEAD,
+/// `/metrics`, `/openapi.yaml`.
 struct OperationsController {
     let client: PostgresClient
     let metrics: RequestMetrics
@@ -18,6 +19,16 @@ struct OperationsController {
         router.get("readyz") { _, context in
             try await checkDatabase(logger: context.logger)
             return JSONBody.response(["status": "ready"])
+        }
+        // Health checks that send HEAD (HAProxy's, some load balancers'): the status, no body.
+        router.head("healthz") { _, _ in Response(status: .ok) }
+        router.head("readyz") { _, context in
+            do {
+                try await checkDatabase(logger: context.logger)
+                return Response(status: .ok)
+            } catch {
+                return Response(status: .serviceUnavailable)
+            }
         }
         router.get("metrics") { _, _ in
             Response(
