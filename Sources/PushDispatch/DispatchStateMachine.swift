@@ -362,12 +362,25 @@ struct DispatchStateMachine {
             outcome = answered
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
+                if let since = reachability.unreachableSince {
+                    let outage = (now - since).components.seconds
+                    actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
+                }
                 reachability.answered()
             } else if attempt.probe {
                 reachability.probeInconclusive()
             }
         case .success(.notSent(let reason, let unreachable)):
-            switch reachability.notSent(unreachable: unreachable, probe: attempt.probe, now: now) {
+            let wasReachable = reachability.isReachable
+            let verdict = reachability.notSent(unreachable: unreachable, probe: attempt.probe, now: now)
+            if wasReachable && !reachability.isReachable {
+                // The operator's one line for an outage; the deliveries say the rest.
+                actions.append(
+                    .log(
+                        .warning, "FCM cannot be reached; sending waits for it (no attempts spent), probing from 1 s to a minute",
+                        ["push.reason": "\(reason)"]))
+            }
+            switch verdict {
             case .retry(let at):
                 // Nothing reached FCM: no attempt is spent; the delivery waits for the breaker.
                 record(
@@ -402,7 +415,12 @@ struct DispatchStateMachine {
                     attempt.claimed, status: .pending, errorCode: .oauthUnavailable,
                     errorMessage: "app \(job.appCode): \(error)", messageID: nil, attempted: false,
                     nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
-            pause(app: job.appID, for: wait, now: now)
+            if pause(app: job.appID, for: wait, now: now) {
+                actions.append(
+                    .log(
+                        .warning, "Google's token endpoint unavailable; the app's sends wait for it",
+                        ["push.app": "\(job.appCode)", "push.reason": "\(error)", "push.pause": "\(wait)"]))
+            }
             actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
             return
         }

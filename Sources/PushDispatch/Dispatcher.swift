@@ -484,6 +484,8 @@ public struct Dispatcher: Service {
             do {
                 try await queue.heartbeat(leases)
             } catch {
+                // Stopping cancels the heartbeat in its statement: no database problem to report.
+                if Task.isCancelled { return }
                 logger.warning("lease heartbeat failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
             }
         }

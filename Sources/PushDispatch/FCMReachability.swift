@@ -49,6 +49,12 @@ struct FCMReachability {
         return false
     }
 
+    /// When the breaker opened; nil while FCM answers.
+    var unreachableSince: ContinuousClock.Instant? {
+        if case .unreachable(let since, _, _, _) = state { return since }
+        return nil
+    }
+
     func admission(now: ContinuousClock.Instant) -> Admission {
         guard case .unreachable(let since, _, let retryAt, let probing) = state else { return .unrestricted }
         guard !probing && now >= retryAt else { return .closed }

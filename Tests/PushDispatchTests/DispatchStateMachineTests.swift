@@ -70,6 +70,11 @@ struct DispatchStateMachineTests {
         actions.compactMap { if case .countSend(_, let outcome, _) = $0 { outcome } else { nil } }
     }
 
+    /// The log lines among the actions, as "level message".
+    static func logged(_ actions: [DispatchStateMachine.Action]) -> [String] {
+        actions.compactMap { if case .log(let level, let message, _) = $0 { "\(level) \(message)" } else { nil } }
+    }
+
     func answer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, probe: Bool = false) -> DispatchStateMachine.Attempt {
         .init(claimed: delivery, job: Self.job(), result: .success(answer), probe: probe)
     }
@@ -195,6 +200,11 @@ struct DispatchStateMachineTests {
         // Pending without an attempt, due when the breaker lets the next probe out.
         #expect(retry?.status == .pending && retry?.errorCode == .fcmUnreachable && retry?.attempted == false)
         #expect(Self.counted(refused) == ["not_sent"])
+        // The operator reads one warning for the outage, not one per delivery.
+        #expect(
+            Self.logged(refused) == [
+                "warning FCM cannot be reached; sending waits for it (no attempts spent), probing from 1 s to a minute"
+            ])
         // Nothing is sent or claimed while the breaker is open.
         #expect(machine.poll(now: at(0.05), stopping: false).actions.isEmpty)
         // A send that was written and never answered spends an attempt, counted apart.
@@ -204,7 +214,7 @@ struct DispatchStateMachineTests {
                 == "pending NO_ANSWER true")
         #expect(Self.counted(lost) == ["no_answer"])
         for delivery in claimed[2..<8] {
-            _ = machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06))
+            #expect(Self.logged(machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06))).isEmpty)
         }
         // The wait over, one ready delivery goes as the probe (its job checked first).
         var actions = machine.poll(now: at(1), stopping: false).actions
@@ -213,8 +223,10 @@ struct DispatchStateMachineTests {
         actions += machine.poll(now: at(1), stopping: false).actions
         #expect(actions.contains { if case .send(let claims, probe: true) = $0 { claims.map(\.claimed.deviceID) == [9] } else { false } })
         #expect(Self.sent(machine.poll(now: at(1.01), stopping: false).actions).isEmpty)
-        _ = machine.answered(answer(claimed[8], .answered(.sent(messageID: "m"), elapsed: .milliseconds(40)), probe: true), now: at(1.02))
+        let back = machine.answered(
+            answer(claimed[8], .answered(.sent(messageID: "m"), elapsed: .milliseconds(40)), probe: true), now: at(1.02))
         #expect(machine.reachability.isReachable)
+        #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"])
         #expect(Self.sent(machine.poll(now: at(1.02), stopping: false).actions) == [10, 11, 12])
     }
 
@@ -274,6 +286,7 @@ struct DispatchStateMachineTests {
             Self.written(token).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
                 == "pending OAUTH_UNAVAILABLE false")
         #expect(machine.pausedApps(now: at(103)) == [7] && machine.pausedApps(now: at(105)).isEmpty)
+        #expect(Self.logged(token) == ["warning Google's token endpoint unavailable; the app's sends wait for it"])
     }
 
     @Test func aJobForgottenWhileItsDeliveriesWaitedIsReadAgainNotCheckedForever() throws {
