@@ -290,14 +290,7 @@ public struct JSONParser {
     private mutating func hex4() throws(JSONSyntaxError) -> UInt16 {
         var value: UInt16 = 0
         for _ in 0..<4 {
-            guard let byte = current else { throw failure() }
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw failure()
-            }
+            guard let digit = current?.hexDigitValue else { throw failure() }
             value = value << 4 | UInt16(digit)
             index += 1
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import WireFormats
 
 /// An `application/x-www-form-urlencoded` body, as browsers send forms: every value of each
 /// name, in order (a group of checkboxes sends one name several times).
@@ -55,8 +56,8 @@ struct FormBody: Sendable {
         var index = bytes.startIndex
         while index < bytes.endIndex {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex, let high = hexValue(bytes[index + 1]),
-                let low = hexValue(bytes[index + 2])
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex, let high = bytes[index + 1].hexDigitValue,
+                let low = bytes[index + 2].hexDigitValue
             {
                 decoded.append(high << 4 | low)
                 index += 3
@@ -66,14 +67,5 @@ struct FormBody: Sendable {
             }
         }
         return String(validating: decoded, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
