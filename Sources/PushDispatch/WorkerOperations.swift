@@ -17,12 +17,14 @@ public func buildWorkerOperations(host: String, port: Int, client: PostgresClien
 /// The routes apart from the server, so that docs/contract.md can be checked against them.
 func workerOperationsRouter(client: PostgresClient, metrics: DispatchMetrics, logger: Logger) -> Router<BasicRequestContext> {
     let router = Router()
+    @Sendable func databaseAnswers() async -> Bool {
+        (try? await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)) != nil
+    }
     router.get("healthz") { _, _ in #"{"status":"ok"}"# }
     router.get("readyz") { _, _ -> Response in
-        do {
-            try await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)
+        if await databaseAnswers() {
             return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"status":"ready"}"#)))
-        } catch {
+        } else {
             return Response(
                 status: .serviceUnavailable, headers: [.contentType: "application/json"],
                 body: .init(
@@ -33,14 +35,7 @@ func workerOperationsRouter(client: PostgresClient, metrics: DispatchMetrics, lo
     }
     // Health checks that send HEAD (HAProxy's, some load balancers'): the status, no body.
     router.head("healthz") { _, _ in Response(status: .ok) }
-    router.head("readyz") { _, _ -> Response in
-        do {
-            try await DatabaseReachability.ping(client, within: .seconds(2), logger: logger)
-            return Response(status: .ok)
-        } catch {
-            return Response(status: .serviceUnavailable)
-        }
-    }
+    router.head("readyz") { _, _ in Response(status: await databaseAnswers() ? .ok : .serviceUnavailable) }
     router.get("metrics") { _, _ in
         Response(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
