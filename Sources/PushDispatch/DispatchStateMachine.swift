@@ -110,6 +110,9 @@ struct DispatchStateMachine {
     /// deleted with its last results.
     private var chunkDevicesLeft: [Int64: Int] = [:]
     private var databaseFailures = 0
+    /// Sends written and never answered since the last line about them, and when that line was.
+    private var unansweredSinceLine = 0
+    private var unansweredLine: ContinuousClock.Instant?
 
     /// Credentials in `apps` are read again after this, so new ones take effect without a restart.
     static let jobFreshness = Duration.seconds(5)
@@ -117,6 +120,8 @@ struct DispatchStateMachine {
     static let jobMemory = Duration.seconds(60)
     /// A ready delivery goes out only if its job was seen running this recently.
     static let runningFreshness = Duration.milliseconds(100)
+    /// Unanswered sends are logged at most this often: a dead connection loses hundreds at once.
+    static let unansweredLineInterval = Duration.seconds(60)
 
     init(concurrency: Int, maxAttempts: Int, longestFCMOutage: Duration) {
         self.concurrency = concurrency
@@ -443,6 +448,7 @@ struct DispatchStateMachine {
         if let proved = decision.proved { write.provenProjects.append(proved) }
         if let warning = decision.warning { actions.append(.log(.warning, warning, ["push.job_id": "\(job.id)"])) }
         if let reason = decision.failJob { failJob(job.id, reason, into: &write) }
+        if case .noAnswer(let reason) = outcome { noteUnanswered(app: job.appCode, reason: reason, now: now, actions: &actions) }
         let counted =
             if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome {
                 "sent_unreadable"
@@ -450,6 +456,19 @@ struct DispatchStateMachine {
                 decision.result.errorCode.map(DispatchMetrics.outcome) ?? decision.result.status.rawValue
             }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
+    }
+
+    /// The one outcome that may reach a phone twice (the retry of a send FCM may have taken)
+    /// gets a line of its own, with how many there were since the previous line.
+    private mutating func noteUnanswered(app: String, reason: String, now: ContinuousClock.Instant, actions: inout [Action]) {
+        unansweredSinceLine += 1
+        if let last = unansweredLine, now - last < Self.unansweredLineInterval { return }
+        actions.append(
+            .log(
+                .warning, "FCM did not answer sends written to it; each spends an attempt and is retried, so a phone may get it twice",
+                ["push.app": "\(app)", "push.reason": "\(reason)", "push.unanswered": "\(unansweredSinceLine)"]))
+        unansweredLine = now
+        unansweredSinceLine = 0
     }
 
     // MARK: Recording

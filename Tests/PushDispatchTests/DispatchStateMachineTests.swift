@@ -213,6 +213,7 @@ struct DispatchStateMachineTests {
             Self.written(lost).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
                 == "pending NO_ANSWER true")
         #expect(Self.counted(lost) == ["no_answer"])
+        #expect(Self.logged(lost).count == 1)
         for delivery in claimed[2..<8] {
             #expect(Self.logged(machine.answered(answer(delivery, .notSent(reason: "refused", unreachable: true)), now: at(0.06))).isEmpty)
         }
@@ -256,6 +257,33 @@ struct DispatchStateMachineTests {
             warnings += actions.count { if case .log(.warning, _, _) = $0 { true } else { false } }
         }
         #expect(warnings == 1)
+    }
+
+    @Test func unansweredSendsAreWarnedAboutOnceAMinuteWithTheirCount() throws {
+        var machine = machine()
+        let claimed = (1...8).map { Self.delivery($0) }
+        _ = try claim(&machine, claimed)
+        func lose(_ delivery: DeliveryQueue.Claimed, at seconds: Double) -> [DispatchStateMachine.Action] {
+            machine.answered(answer(delivery, .answered(.noAnswer(message: "no answer within 30 s"), elapsed: nil)), now: at(seconds))
+        }
+        func unansweredCount(_ actions: [DispatchStateMachine.Action]) -> String? {
+            for case .log(.warning, _, let metadata) in actions { return metadata["push.unanswered"].map { "\($0)" } }
+            return nil
+        }
+        let warning = "warning FCM did not answer sends written to it; each spends an attempt and is retried, so a phone may get it twice"
+        #expect(Self.logged(lose(claimed[0], at: 0)) == [warning])
+        for (index, delivery) in claimed[1..<5].enumerated() {
+            #expect(Self.logged(lose(delivery, at: 1 + Double(index))).isEmpty)
+        }
+        // A minute on, the next one is logged with the four held back and itself.
+        let next = lose(claimed[5], at: 60)
+        #expect(Self.logged(next) == [warning])
+        #expect(unansweredCount(next) == "5")
+        #expect(Self.logged(lose(claimed[6], at: 61)).isEmpty)
+        // An answer that came is no news.
+        #expect(
+            Self.logged(machine.answered(answer(claimed[7], .answered(.sent(messageID: "m"), elapsed: .milliseconds(9))), now: at(62)))
+                .isEmpty)
     }
 
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
