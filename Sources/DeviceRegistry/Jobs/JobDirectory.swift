@@ -301,6 +301,9 @@ public struct JobDirectory: Sendable {
         }
     }
 
+    /// How an ending's message goes on for a delivery whose worker stopped while holding it.
+    public static let heldByAStoppedWorker = "its worker had stopped while holding it, so it may have been sent"
+
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
@@ -311,6 +314,9 @@ public struct JobDirectory: Sendable {
             case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable())
             }
         let message = reason ?? "the job was cancelled"
+        // A lease that ran out means its worker stopped while holding the delivery: it may have
+        // been written to FCM, or answered, before the worker's results were.
+        let heldMessage = message + "; " + Self.heldByAStoppedWorker
         // Waits for a worker expanding the audience (it holds the job row), so the second
         // statement, with a snapshot of its own, sees the chunk that worker just inserted.
         // A job already completed, failed or cancelled keeps its status: endings are final.
@@ -323,7 +329,8 @@ public struct JobDirectory: Sendable {
         guard !endedJobs.isEmpty else { return false }
         try await transaction.query(
             """
-            UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code), error_message = \(message),
+            UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code),
+                                       error_message = CASE WHEN lease_owner IS NULL THEN \(message) ELSE \(heldMessage) END,
                                        lease_owner = NULL, updated_at = now()
              WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
                AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
@@ -335,7 +342,7 @@ public struct JobDirectory: Sendable {
             WITH expired AS (
                 DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
-            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(message), j.created_at, j.app_id
+            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(heldMessage), j.created_at, j.app_id
               FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id) JOIN push_devices d ON d.id = dev.id
               JOIN push_jobs j ON j.id = \(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING

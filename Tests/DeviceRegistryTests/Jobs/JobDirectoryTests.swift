@@ -321,4 +321,45 @@ struct JobEndingTests {
                     == 50)
         }
     }
+    /// A worker that stopped while holding deliveries (killed, cut off) may have sent them: the
+    /// cancellation says so for those, and only for those.
+    @Test func aCancelSaysWhatAStoppedWorkerHeldMayHaveBeenSent() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query(
+                "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'held-' || g, 'android' FROM generate_series(1, 6) g"
+            )
+            let job = try await JobDirectory(client: client, logger: testLogger).enqueue(
+                appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
+                sendAt: nil, dryRun: false)
+            _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
+            // Devices 1 and 2 have rows: 1 waiting for a retry, 2 held by a worker whose lease ran out.
+            // Devices 3 to 5 are a chunk whose worker's lease ran out; device 6 was never taken.
+            _ = try await client.query(
+                """
+                INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id, lease_owner, next_attempt_at)
+                SELECT \(job), d.id, j.created_at, j.app_id, CASE WHEN d.user_id = 2 THEN 'gone-worker' END, now() - interval '1 minute'
+                  FROM push_devices d, push_jobs j WHERE j.id = \(job) AND d.user_id IN (1, 2)
+                """)
+            _ = try await client.query(
+                """
+                INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
+                SELECT \(job), array_agg(id ORDER BY id), 'gone-worker', now() - interval '1 minute' FROM push_devices WHERE user_id BETWEEN 3 AND 5
+                """)
+            #expect(try await JobDirectory(client: client, logger: testLogger).cancel(job) == .cancelled)
+            var messages: [Int64: String] = [:]
+            for try await (user, status, code, message) in try await client.query(
+                """
+                SELECT d.user_id, r.status, r.error_code, r.error_message
+                  FROM push_deliveries r JOIN push_devices d ON d.id = r.device_id WHERE r.job_id = \(job)
+                """
+            ).decode((Int64, String, String, String).self) {
+                #expect(status == "skipped" && code == "CANCELLED")
+                messages[user] = message
+            }
+            let held = "the job was cancelled; " + JobDirectory.heldByAStoppedWorker
+            #expect(messages == [1: "the job was cancelled", 2: held, 3: held, 4: held, 5: held])
+            #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
+        }
+    }
 }
