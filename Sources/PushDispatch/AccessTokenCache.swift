@@ -7,9 +7,10 @@ import WireFormats
 
 /// Why no access token could be had.
 public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
-    /// The token endpoint refused these credentials (`invalid_grant` and friends): permanent
-    /// until the credentials change.
-    case refused(String)
+    /// The token endpoint refused these credentials: permanent until the credentials change.
+    /// `invalidGrant`: Google's `invalid_grant`, which is also its answer for a key created a
+    /// moment ago (new keys take a minute or more to be accepted everywhere).
+    case refused(String, invalidGrant: Bool = false)
     case unreadablePrivateKey
     /// 5xx, 408, 429 or a transport failure: worth retrying, not before `retryAfter` when known.
     case transient(String, retryAfter: Duration? = nil)
@@ -18,7 +19,7 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case .refused(let reason): "token endpoint refused the credentials: \(reason)"
+        case .refused(let reason, _): "token endpoint refused the credentials: \(reason)"
         case .unreadablePrivateKey: "the service account's private key cannot be read"
         case .transient(let reason, _): "token endpoint unavailable: \(reason)"
         case .outage(let reason, let bound): "token endpoint unavailable for over \(bound.components.seconds) s: \(reason)"
@@ -43,7 +44,10 @@ public enum AccessTokenError: Error, CustomStringConvertible, Equatable {
 /// is remembered for a while, and an unavailable endpoint is backed off from (1 s doubling to a
 /// minute, or its Retry-After), so the token endpoint is never hammered. An endpoint unavailable
 /// for longer than `longestOutage` is reported as permanent until it answers again, so that the
-/// jobs waiting for it end instead of waiting without a bound.
+/// jobs waiting for it end instead of waiting without a bound. An `invalid_grant` for a key this
+/// process first used less than `newKeyGrace` ago is waited for like an unavailable endpoint:
+/// Google takes a minute or more to accept a new key, and a rotation must not fail the jobs
+/// running meanwhile.
 public actor AccessTokenCache {
     struct Key: Hashable {
         let clientEmail: String
@@ -62,17 +66,22 @@ public actor AccessTokenCache {
     }
 
     private var entries: [Key: Entry] = [:]
+    /// When each key was first asked for.
+    private var firstUse: [Key: ContinuousClock.Instant] = [:]
     private let exchange: GoogleTokenExchange
     /// Refresh this long before expiry (Google's libraries use 3¾–5 minutes).
     private let refreshMargin: Duration
     private let refusalMemory: Duration
     private let longestOutage: Duration
+    private let newKeyGrace: Duration
     private let onRefresh: @Sendable () -> Void
 
     init(
         exchange: GoogleTokenExchange, refreshMargin: Duration = .seconds(240), refusalMemory: Duration = .seconds(60),
-        longestOutage: Duration = .seconds(3600), onRefresh: @escaping @Sendable () -> Void = {}
+        longestOutage: Duration = .seconds(3600), newKeyGrace: Duration = .seconds(180),
+        onRefresh: @escaping @Sendable () -> Void = {}
     ) {
+        self.newKeyGrace = newKeyGrace
         self.exchange = exchange
         self.onRefresh = onRefresh
         self.refreshMargin = refreshMargin
@@ -82,6 +91,7 @@ public actor AccessTokenCache {
 
     public func token(for account: ServiceAccount) async throws -> String {
         let key = Key(account)
+        if firstUse[key] == nil { firstUse[key] = ContinuousClock.now }
         switch entries[key] {
         case .valid(let token, let refreshAfter) where ContinuousClock.now < refreshAfter:
             return token
@@ -134,18 +144,32 @@ public actor AccessTokenCache {
             for waiter in waiters { waiter.resume(returning: grant.accessToken) }
             return grant.accessToken
         case .failure(.transient(let reason, let retryAfter)):
-            let backoff = Duration.seconds(min(1 << min(failuresBefore, 6), 60))
-            let since = unavailableSince ?? ContinuousClock.now
-            let until = ContinuousClock.now + max(backoff, retryAfter ?? .zero)
-            entries[key] = .unavailable(reason: reason, until: until, failures: failuresBefore + 1, since: since)
-            let error = unavailable(reason, until: until, since: since)
-            for waiter in waiters { waiter.resume(throwing: error) }
-            throw error
+            throw backOff(key, waiters, reason: reason, retryAfter: retryAfter, failuresBefore: failuresBefore, since: unavailableSince)
+        case .failure(.refused(let reason, invalidGrant: true))
+        where ContinuousClock.now - (firstUse[key] ?? ContinuousClock.now) < newKeyGrace:
+            let waited = "\(reason) (a key is taken for \(newKeyGrace.components.seconds) s after its first use: new keys take a while)"
+            throw backOff(key, waiters, reason: waited, retryAfter: nil, failuresBefore: failuresBefore, since: unavailableSince)
         case .failure(let error):
             entries[key] = .refused(error, until: ContinuousClock.now + refusalMemory)
             for waiter in waiters { waiter.resume(throwing: error) }
             throw error
         }
+    }
+}
+
+extension AccessTokenCache {
+    /// The endpoint is waited for: 1 s doubling to a minute, or its Retry-After when longer.
+    private func backOff(
+        _ key: Key, _ waiters: [CheckedContinuation<String, any Error>], reason: String, retryAfter: Duration?, failuresBefore: Int,
+        since unavailableSince: ContinuousClock.Instant?
+    ) -> AccessTokenError {
+        let backoff = Duration.seconds(min(1 << min(failuresBefore, 6), 60))
+        let since = unavailableSince ?? ContinuousClock.now
+        let until = ContinuousClock.now + max(backoff, retryAfter ?? .zero)
+        entries[key] = .unavailable(reason: reason, until: until, failures: failuresBefore + 1, since: since)
+        let error = unavailable(reason, until: until, since: since)
+        for waiter in waiters { waiter.resume(throwing: error) }
+        return error
     }
 }
 
@@ -179,12 +203,13 @@ struct GoogleTokenExchange: Sendable {
                 let expiresIn = json?["expires_in"]
                 let seconds = expiresIn?.integer ?? expiresIn?.string.flatMap { Int64($0) } ?? 3600
                 return Grant(accessToken: token, expiresIn: .seconds(min(max(seconds, 60), 86_400)))
-            case 408, 429, 500...599:
+            // 407: a proxy on the way wants credentials; Google has not seen the request.
+            case 407, 408, 429, 500...599:
                 throw .transient("HTTP \(status)", retryAfter: retryAfter)
             default:
                 let error = json?["error"]?.string ?? "HTTP \(status)"
                 let description = json?["error_description"]?.string
-                throw .refused(description ?? error)
+                throw .refused(description ?? error, invalidGrant: error == "invalid_grant")
             }
         }
 

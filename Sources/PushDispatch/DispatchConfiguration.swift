@@ -43,6 +43,9 @@ public struct DispatchConfiguration: Sendable {
     /// How long deliveries wait for an unavailable token endpoint before their jobs fail: FCM's
     /// own retries are bounded by attempts, these (which spend none) by time.
     public var longestTokenOutage: Duration = .seconds(3600)
+    /// How long after its first use a key's `invalid_grant` is waited for rather than failing its
+    /// jobs: Google takes a minute or more to accept a new key everywhere.
+    public var newKeyGrace: Duration = .seconds(180)
     /// How long deliveries wait, spending no attempt, while FCM cannot be reached at all.
     public var longestFCMOutage: Duration = .seconds(3600)
     /// How often every worker looks for due jobs and retries whatever NOTIFY says: a job
@@ -61,7 +64,7 @@ public struct DispatchConfiguration: Sendable {
     public static let environmentVariables: Set<String> = [
         "DATABASE_URL", "DATABASE_LISTEN_URL", "FCM_BASE_URL", "GOOGLE_TOKEN_URL", "PUSH_CA_FILE", "WORKER_CONCURRENCY", "METRICS_PORT",
         "METRICS_HOST",
-        "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "DELIVERY_RETENTION_DAYS", "LOG_LEVEL",
+        "WORKER_LEASE_SECONDS", "FCM_REQUEST_TIMEOUT_SECONDS", "NEW_KEY_GRACE_SECONDS", "DELIVERY_RETENTION_DAYS", "LOG_LEVEL",
     ]
 
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DispatchConfiguration {
@@ -98,6 +101,7 @@ public struct DispatchConfiguration: Sendable {
         if let timeout = try settings.integer("FCM_REQUEST_TIMEOUT_SECONDS", in: 1...300) {
             configuration.fcmRequestTimeout = .seconds(timeout)
         }
+        if let grace = try settings.integer("NEW_KEY_GRACE_SECONDS", in: 0...3600) { configuration.newKeyGrace = .seconds(grace) }
         configuration.deliveryRetention = try settings.deliveryRetention()
         if let level = try settings.logLevel() { configuration.logLevel = level }
         return configuration

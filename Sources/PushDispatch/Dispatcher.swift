@@ -36,7 +36,8 @@ public struct Dispatcher: Service {
             client: client, worker: configuration.workerName, lease: configuration.lease, logger: logger, pooler: pooler)
         self.tokens = AccessTokenCache(
             exchange: GoogleTokenExchange(http: http, tokenURL: configuration.googleTokenURL, timeout: configuration.requestTimeout),
-            longestOutage: configuration.longestTokenOutage, onRefresh: { metrics.oauthRefreshes.increment() })
+            longestOutage: configuration.longestTokenOutage, newKeyGrace: configuration.newKeyGrace,
+            onRefresh: { metrics.oauthRefreshes.increment() })
         self.fcm = fcm
         self.metrics = metrics
         self.logger = logger

@@ -23,6 +23,8 @@ struct PushWorkerCommand: AsyncParsableCommand {
             PUSH_CA_FILE (extra trusted CA, PEM), WORKER_CONCURRENCY (FCM requests in flight, default 1024), \
             WORKER_LEASE_SECONDS (default 30: a crashed worker's deliveries are taken over after this), \
             FCM_REQUEST_TIMEOUT_SECONDS (an FCM send's deadline, default 30), \
+            NEW_KEY_GRACE_SECONDS (how long after a key's first use Google's invalid_grant is waited for \
+            rather than failing the app's jobs, default 180: new keys take a minute or more to be accepted), \
             DELIVERY_RETENTION_DAYS (days of the delivery log kept, default 30, or off: older days are dropped \
             daily with their ended jobs), \
             METRICS_PORT (serves /metrics, /healthz, /readyz when set), METRICS_HOST (their address, default \

@@ -250,7 +250,9 @@ struct DispatchTests {
                 return Int64(0)
             }
             let goodJob = try await fixture.enqueue(users: [1])
-            try await fixture.withWorker {
+            var noGrace = fixture.configuration
+            noGrace.newKeyGrace = .zero
+            try await fixture.withWorker(noGrace) {
                 let rogueResult = try await fixture.finished(rogueJob)
                 #expect(rogueResult.status == "failed")
                 #expect(rogueResult.error == "app rogue: token endpoint refused the credentials: Invalid JWT Signature.")
@@ -259,6 +261,45 @@ struct DispatchTests {
             // One refused exchange, not one per device.
             #expect(fixture.emulator.stats.rejectedTokenExchanges == 1)
             #expect(try await fixture.deliveries(rogueJob).values.allSatisfy { $0.status == "failed" })
+        }
+    }
+
+    /// A key rotated in a moment ago: Google answers `invalid_grant` until it has the key
+    /// everywhere. The app's deliveries wait for it, spending no attempt, and go out once it does.
+    @Test func aNewKeyRefusedAtFirstIsWaitedForAndItsJobCompletes() async throws {
+        try await WorkerFixture.with { fixture in
+            let rotated = try ServiceAccountFixture.generate(projectID: "rotated-project")
+            let app = try await fixture.sql { client in
+                try await addApp(
+                    client, code: "rotated", projectID: rotated.projectID, clientEmail: rotated.clientEmail,
+                    privateKeyPEM: rotated.privateKeyPEM, privateKeyID: rotated.privateKeyID)
+            }
+            for i in 1...3 {
+                _ = try await fixture.sql { client in
+                    try await DeviceDirectory(client: client).register(
+                        DeviceRegistration(token: "tok-rotated-\(i)", platform: "android", deviceID: nil, tokenType: nil), userID: 4,
+                        appID: app, logger: workerLogger)
+                }
+            }
+            let job = try await fixture.sql { client in
+                for try await id in try await client.query(
+                    "SELECT push_enqueue(app_code => 'rotated', user_ids => ARRAY[4]::bigint[], message => '{}'::jsonb)"
+                ).decode(Int64.self) { return id }
+                return Int64(0)
+            }
+            try await fixture.withWorker {
+                try await Task.sleep(for: .milliseconds(1500))
+                #expect(fixture.emulator.stats.rejectedTokenExchanges >= 1)
+                let waiting = try await fixture.deliveries(job)
+                #expect(
+                    waiting.count == 3
+                        && waiting.values.allSatisfy { $0.status == "pending" && $0.errorCode == "OAUTH_UNAVAILABLE" && $0.attempts == 0 },
+                    "\(waiting)")
+                fixture.emulator.registerServiceAccount(rotated.serviceAccount)
+                #expect(try await fixture.finished(job).status == "completed")
+            }
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.count == 3 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts == 1 }, "\(rows)")
         }
     }
 

@@ -187,6 +187,8 @@ struct JobEndingTests {
             var configuration = fixture.configuration
             configuration.workerName = "ending-worker-\(index)"
             configuration.concurrency = 16
+            // A key the token endpoint has never seen fails its jobs at once.
+            configuration.newKeyGrace = .zero
             return WorkerService(configuration: configuration, logger: log.logger(level: .notice))
         }
         try await fixture.withWorkers(workers, body)
