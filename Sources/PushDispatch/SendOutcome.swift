@@ -136,9 +136,12 @@ struct GoogleRPCError {
         (quotaViolations + [message ?? ""]).contains { $0.localizedCaseInsensitiveContains("device message rate") }
     }
 
-    /// INVALID_ARGUMENT about the registration token rather than our payload.
+    /// INVALID_ARGUMENT about the registration token rather than our payload: the fields FCM
+    /// names decide when it names any; otherwise only FCM's own sentence about the token does.
+    /// FCM's messages quote the sender's keys and values, so words found anywhere in one prove
+    /// nothing, and deactivating on them would drop every device a campaign reached.
     var isAboutToken: Bool {
-        fieldViolations.contains { $0 == "message.token" || $0 == "message.fid" }
-            || (message?.localizedCaseInsensitiveContains("registration token") ?? false)
+        guard fieldViolations.isEmpty else { return fieldViolations.contains { $0 == "message.token" || $0 == "message.fid" } }
+        return message?.hasPrefix("The registration token is not a valid FCM registration token") ?? false
     }
 }

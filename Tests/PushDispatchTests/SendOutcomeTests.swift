@@ -137,6 +137,12 @@ struct FCMAnswerTableTests {
             errorCode: .invalidArgument,
             message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 12"),
         "invalid-argument-reserved-data-key": .payloadRejected(errorCode: .invalidArgument, message: "Invalid data payload key: from"),
+        // FCM quoting the sender's own words never deactivates a device.
+        "invalid-argument-quoting-registration-token": .payloadRejected(
+            errorCode: .invalidArgument, message: "Invalid data payload key: Google registration token"),
+        "invalid-argument-quoting-registration-token-without-field": .payloadRejected(
+            errorCode: .invalidArgument,
+            message: "Invalid value at 'message.notification.title': registration token expired, sign in again"),
         "invalid-argument-without-details": .payloadRejected(errorCode: .invalidArgument, message: "Request contains an invalid argument."),
         // Whether one device's such answer may end a job is the delivery policy's rule, not this table's.
         "bare-400": .payloadRejected(errorCode: .invalidArgument, message: "HTTP 400"),
