@@ -4,7 +4,10 @@ import NIOPosix
 /// Bounds how long a request waits for the database. PostgresClient queues requests while it
 /// retries a lost database (its circuit breaker trips only after 15 s), so without a bound
 /// a client would hang instead of getting a prompt 503 to retry on. Cancelling a wait for a
-/// connection leaves the pool's queue cleanly.
+/// connection leaves the pool's queue cleanly; a statement already sent cannot be cancelled, so
+/// the deadline waits for it, and an answer it then gets is still the answer (a 503 for work the
+/// database did would invite a duplicate). Statements that must not outlive the deadline carry
+/// it to the server as their `statement_timeout`.
 public struct DatabaseDeadline: Sendable {
     public let limit: Duration
 
@@ -20,10 +23,14 @@ public struct DatabaseDeadline: Sendable {
                 return nil
             }
             defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw DatabaseUnavailable(waited: limit)
+            if let value = try await group.next() ?? nil { return value }
+            group.cancelAll()
+            do {
+                if let value = try await group.next() ?? nil { return value }
+            } catch {
+                // Cancelled while waiting for a connection, or stopped by the server's timeout.
             }
-            return value
+            throw DatabaseUnavailable(waited: limit)
         }
     }
 

@@ -52,6 +52,45 @@ struct OutageTests {
         }
     }
 
+    /// An enqueue stuck behind a lock (a migration, a long maintenance statement) is given up by
+    /// the database at push-api's deadline: the client gets its 503 then, and nothing is queued
+    /// when the lock goes, so its retry cannot make a second job. Before, the 503 came only once
+    /// the lock went, for a job the database had committed.
+    @Test(.timeLimit(.minutes(2)))
+    func anEnqueueStuckBehindALockIsAbandonedByTheDatabaseAndQueuesNothing() async throws {
+        let fixture = try await APIFixture.make()
+        let configuration = APIConfiguration(
+            databaseURL: fixture.database.url, host: "127.0.0.1", port: 0, jwt: .init(hmacSecret: TokenMint.secret),
+            databaseDeadline: .seconds(1), adminToken: AdminEndpointTests.token)
+        let app = try await buildApplication(configuration, logger: apiLogger)
+        let (answer, took) = try await fixture.database.withClient { locker in
+            try await withThrowingTaskGroup(of: (TestResponse, Duration)?.self) { group in
+                let locked = AsyncStream.makeStream(of: Void.self)
+                group.addTask {
+                    try await locker.withTransaction(logger: apiLogger) { transaction in
+                        _ = try await transaction.query("LOCK TABLE push_jobs IN ACCESS EXCLUSIVE MODE", logger: apiLogger)
+                        locked.continuation.yield()
+                        try await Task.sleep(for: .seconds(4))
+                    }
+                    return nil
+                }
+                for await _ in locked.stream { break }
+                let answer = try await app.test(.router) { client in
+                    let start = ContinuousClock.now
+                    let answer = try await client.admin(
+                        .post, "/push/notifications", json: #"{"appCode":"wowa","userIds":[1],"message":{"notification":{"title":"t"}}}"#)
+                    return (answer, ContinuousClock.now - start)
+                }
+                try await group.waitForAll()
+                return answer
+            }
+        }
+        #expect(answer.status == .serviceUnavailable)
+        #expect(answer.json["code"] as? String == "DATABASE_UNAVAILABLE")
+        #expect(took < .seconds(3), "answered after \(took)")
+        #expect(try await fixture.database.text("SELECT count(*)::text FROM push_jobs") == "0")
+    }
+
     /// push-api's database sessions are ended every 50 ms for 5 s (pg_terminate_backend, as a
     /// failover or an operator would) while clients register devices, list them, read the admin
     /// job list and ask /readyz, each on a connection of its own: every request is answered within

@@ -135,11 +135,13 @@ public struct JobDirectory: Sendable {
     /// through the same SQL functions backend teams call. Returns the job id (the existing one
     /// when the idempotency key was used before). `priority` nil is the function's default (high
     /// for users, bulk for a campaign); `expiresAt` or `ttl` (from `sendAt`), not both, makes what
-    /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``.
+    /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``. With
+    /// `statementTimeout` the server gives the enqueue up (and commits nothing) once it has run
+    /// that long: a caller answered "unavailable" must not find the job queued when it retries.
     public func enqueue(
         appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
         idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
-        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil
+        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil, statementTimeout: Duration? = nil
     ) async throws -> Int64 {
         if let ttl, (sendAt ?? Date()).addingTimeInterval(ttl.inSeconds) > Self.latestExpiry {
             throw EnqueueRejected(
@@ -176,9 +178,20 @@ public struct JobDirectory: Sendable {
             sql.appendInterpolation(priority.rawValue)
         }
         sql.appendLiteral(")")
+        let query = PostgresQuery(stringInterpolation: sql)
         do {
-            let rows = try await DatabaseStatement.run(PostgresQuery(stringInterpolation: sql), on: client, logger: logger)
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
+            if let statementTimeout {
+                let milliseconds =
+                    "\(max(1, statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000))"
+                return try await DatabaseTransaction.run(client, logger: logger) { transaction in
+                    try await transaction.query("SELECT set_config('statement_timeout', \(milliseconds), true)")
+                    let rows = try await transaction.query(query)
+                    guard let row = rows.first else { preconditionFailure("the enqueue functions return one row") }
+                    return try row.decode(Int64.self)
+                }
+            }
+            let rows = try await DatabaseStatement.run(query, on: client, logger: logger)
             if let row = rows.first { return try row.decode(Int64.self) }
         } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON

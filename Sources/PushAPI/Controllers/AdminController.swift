@@ -156,7 +156,7 @@ struct AdminController {
                 try await jobs.enqueue(
                     appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
                     idempotencyKey: body.idempotencyKey, sendAt: checked.sendAt, dryRun: body.dryRun ?? false,
-                    priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl)
+                    priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl, statementTimeout: deadline.limit)
             }
         } catch let rejected as EnqueueRejected {
             let field: String? =
