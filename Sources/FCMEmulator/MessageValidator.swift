@@ -53,7 +53,7 @@ struct PayloadViolation: Error, Equatable {
 }
 
 /// Validates `{"message": {...}, "validate_only": bool}` the way FCM HTTP v1 does, for the rules fcm-protocol.md
-/// §2 lists: one target, no unknown fields, string-to-string data without reserved keys, 4096-byte messages.
+/// §2 lists: one target, no unknown fields, string-to-string data without reserved keys, 4096-byte payloads.
 /// As in every Google JSON API, a field may be named in snake_case or in lowerCamelCase (`fcm_options`, `fcmOptions`).
 enum MessageValidator {
     static let messageSizeLimit = 4096
@@ -98,8 +98,8 @@ enum MessageValidator {
             let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)")
             try validateTypedFields(fields, of: field)
         }
-        // A body under the limit cannot hold a message over it, so the common case skips re-encoding.
-        if body.readableBytes > messageSizeLimit, encodedSize(of: message) > messageSizeLimit {
+        // A body under the limit cannot hold a payload over it, so the common case skips measuring.
+        if body.readableBytes > messageSizeLimit, payloadBytes(of: message) > messageSizeLimit {
             throw PayloadViolation(
                 "Message is too big",
                 field: "message",
@@ -267,8 +267,24 @@ enum MessageValidator {
         }
     }
 
-    private static func encodedSize(of message: [String: JSONValue]) -> Int {
-        WireJSON.encoded(JSONValue.object(message)).count
+    /// What FCM's 4096 bytes bound: the keys and values one device is sent (the notification,
+    /// the data and its platform's block), without the JSON around them.
+    static func payloadBytes(of message: [String: JSONValue]) -> Int {
+        func bytes(_ value: JSONValue?) -> Int {
+            switch value {
+            case nil, .null?: 0
+            case .string(let text)?: text.utf8.count
+            case .object(let members)?: members.reduce(0) { $0 + $1.key.utf8.count + bytes($1.value) }
+            case .array(let elements)?: elements.reduce(0) { $0 + bytes($1) }
+            case let scalar?: WireJSON.encoded(scalar).count
+            }
+        }
+        let android = message["android"]
+        let webpush = message["webpush"]
+        let platform = max(
+            bytes(android?["notification"]) + bytes(android?["data"]), bytes(message["apns"]?["payload"]),
+            bytes(webpush?["notification"]) + bytes(webpush?["data"]))
+        return bytes(message["notification"]) + bytes(message["data"]) + platform
     }
 
     /// A value as a refusal quotes it: as JSON, as Google's messages do.

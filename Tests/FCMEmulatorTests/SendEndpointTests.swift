@@ -278,20 +278,32 @@ struct SendEndpointTests {
         }
     }
 
-    @Test("a message over 4096 bytes is too big; one just under is accepted")
+    @Test("a payload over 4096 bytes of keys and values is too big; one of 4096 is accepted, each platform counted alone")
     func messageSize() async throws {
         let fixture = try Fixtures.primary()
         try await EmulatorSession.with { session in
             let accessToken = try await session.accessToken(for: fixture)
-            let tooBig = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4100))"}"#)
+            // The key "blob" is 4 bytes: 4 + 4093 is one byte over.
+            let tooBig = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4093))"}"#)
             let result = try await session.send(accessToken: accessToken, body: tooBig)
             #expect(result.status == 400)
             // fcm-protocol.md: a message too big is a 400 without an FcmError.
             #expect(result.fcmErrorCode == nil)
             #expect(result.errorMessage?.hasPrefix("Message is too big") == true)
-            // {"token":"big","data":{"blob":"…"}} is 36 bytes plus the blob.
-            let fits = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4096 - 36))"}"#)
+            let fits = EmulatorSession.message(token: "big", data: #"{"blob":"\#(String(repeating: "x", count: 4092))"}"#)
             #expect(try await session.send(accessToken: accessToken, body: fits).status == 200)
+            // The JSON around the keys and values is not payload: 400 pairs of 10 bytes, 6,400 as JSON.
+            let manyKeys = (0..<400).map { #""k\#(String(format: "%03d", $0))":"vvvvvv""# }.joined(separator: ",")
+            #expect(
+                try await session.send(accessToken: accessToken, body: EmulatorSession.message(token: "big", data: "{\(manyKeys)}")).status
+                    == 200)
+            // A device gets its own platform's block: a body written for Android and again for APNs.
+            let body = String(repeating: "b", count: 1400)
+            let perPlatform = #"""
+                {"message":{"token":"big","notification":{"title":"t","body":"\#(body)"},\#
+                "android":{"notification":{"body":"\#(body)"}},"apns":{"payload":{"aps":{"alert":{"body":"\#(body)"}}}}}}
+                """#
+            #expect(try await session.send(accessToken: accessToken, body: perPlatform).status == 200)
         }
     }
 

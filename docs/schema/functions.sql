@@ -9,8 +9,11 @@ CREATE OR REPLACE FUNCTION public.push_check_message(message jsonb)
 AS $function$
 DECLARE
     field text;
+    data_path text;
+    data_map jsonb;
     data_key text;
     data_value jsonb;
+    payload bigint;
 BEGIN
     IF message IS NULL OR jsonb_typeof(message) <> 'object' THEN
         RAISE EXCEPTION 'message must be a JSON object' USING ERRCODE = '22023';
@@ -26,21 +29,31 @@ BEGIN
     IF message ? 'fcm_options' AND message ? 'fcmOptions' THEN
         RAISE EXCEPTION 'message has both "fcm_options" and "fcmOptions": give one' USING ERRCODE = '22023';
     END IF;
-    IF message ? 'data' THEN
-        IF jsonb_typeof(message -> 'data') <> 'object' THEN
-            RAISE EXCEPTION 'message.data must be an object of strings' USING ERRCODE = '22023';
+    -- The data maps FCM delivers to apps: strings only, none of FCM's own keys (in any case, as
+    -- FCM's servers compare them).
+    FOREACH data_path IN ARRAY ARRAY['data', 'android.data', 'webpush.data'] LOOP
+        data_map := message #> string_to_array(data_path, '.');
+        CONTINUE WHEN data_map IS NULL;
+        IF jsonb_typeof(data_map) <> 'object' THEN
+            RAISE EXCEPTION 'message.% must be an object of strings', data_path USING ERRCODE = '22023';
         END IF;
-        FOR data_key, data_value IN SELECT * FROM jsonb_each(message -> 'data') LOOP
+        FOR data_key, data_value IN SELECT * FROM jsonb_each(data_map) LOOP
             IF jsonb_typeof(data_value) <> 'string' THEN
-                RAISE EXCEPTION 'message.data.% must be a string', data_key USING ERRCODE = '22023';
+                RAISE EXCEPTION 'message.%.% must be a string', data_path, data_key USING ERRCODE = '22023';
             END IF;
-            IF data_key IN ('from', 'message_type') OR data_key LIKE 'google%' OR data_key LIKE 'gcm%' THEN
-                RAISE EXCEPTION 'message.data.% is a reserved key', data_key USING ERRCODE = '22023';
+            IF lower(data_key) IN ('from', 'message_type') OR lower(data_key) LIKE 'google%' OR lower(data_key) LIKE 'gcm%' THEN
+                RAISE EXCEPTION 'message.%.% is a reserved key', data_path, data_key USING ERRCODE = '22023';
             END IF;
         END LOOP;
-    END IF;
-    IF octet_length(message::text) > 4096 THEN
-        RAISE EXCEPTION 'message is % bytes; FCM allows 4096', octet_length(message::text) USING ERRCODE = '22023';
+    END LOOP;
+    -- What one device is sent: the notification and data, and its platform's own block.
+    payload := push_payload_bytes(message -> 'notification') + push_payload_bytes(message -> 'data')
+        + GREATEST(push_payload_bytes(message #> '{android,notification}') + push_payload_bytes(message #> '{android,data}'),
+                   push_payload_bytes(message #> '{apns,payload}'),
+                   push_payload_bytes(message #> '{webpush,notification}') + push_payload_bytes(message #> '{webpush,data}'));
+    IF payload > 4096 THEN
+        RAISE EXCEPTION 'message payload is % bytes (keys and values of the notification, the data and the largest platform''s block); FCM allows 4096', payload
+            USING ERRCODE = '22023';
     END IF;
 END
 $function$;
@@ -405,6 +418,22 @@ BEGIN
         RAISE EXCEPTION 'idempotency key must be 1 to 200 characters (leave it out for none)' USING ERRCODE = '22023';
     END IF;
     RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.push_payload_bytes(p_value jsonb)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+BEGIN
+    RETURN CASE COALESCE(jsonb_typeof(p_value), 'null')
+        WHEN 'object' THEN (SELECT COALESCE(sum(octet_length(e.key) + push_payload_bytes(e.value)), 0)::bigint FROM jsonb_each(p_value) e)
+        WHEN 'array' THEN (SELECT COALESCE(sum(push_payload_bytes(e.value)), 0)::bigint FROM jsonb_array_elements(p_value) e)
+        WHEN 'string' THEN octet_length(p_value #>> '{}')
+        WHEN 'null' THEN 0
+        ELSE octet_length(p_value::text)
+    END;
 END
 $function$;
 

@@ -284,6 +284,51 @@ struct EnqueueRefusalTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 1)
         }
     }
+
+    /// FCM bounds the keys and values one device is sent, not the JSON text of the whole message:
+    /// messages FCM takes are queued, the ones it refuses for every device are not.
+    @Test func theMessageCheckMeasuresWhatFCMCountsAndRefusesWhatItRefuses() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            _ = try await addApp(client)
+            func enqueue(_ message: String) async throws -> String {
+                do {
+                    // The functions' RAISE arrives with the rows.
+                    for try await _ in try await client.query(
+                        "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[1]::bigint[], message => \(message)::jsonb)")
+                    {}
+                    return "queued"
+                } catch {
+                    return DatabaseErrorText.describe(error)
+                }
+            }
+            let body = String(repeating: "b", count: 1400)
+            // 400 pairs of 10 bytes: 4,000 bytes of payload, 6,400 as JSON (and more as jsonb prints it).
+            let manyKeys = (0..<400).map { #""k\#(String(format: "%03d", $0))":"vvvvvv""# }.joined(separator: ",")
+            #expect(try await enqueue(#"{"data":{\#(manyKeys)}}"#) == "queued")
+            #expect(
+                try await enqueue(
+                    #"{"notification":{"body":"\#(body)"},"android":{"notification":{"body":"\#(body)"}},"apns":{"payload":{"aps":{"alert":{"body":"\#(body)"}}}}}"#
+                ) == "queued")
+            #expect(try await enqueue(#"{"data":{"blob":"\#(String(repeating: "x", count: 4092))"}}"#) == "queued")
+            #expect(
+                try await enqueue(#"{"data":{"blob":"\#(String(repeating: "x", count: 4093))"}}"#)
+                    == "message payload is 4097 bytes (keys and values of the notification, the data and the largest platform's block); FCM allows 4096"
+            )
+            // The data and the platform's block go to one device together.
+            #expect(
+                try await enqueue(
+                    #"{"data":{"d":"\#(String(repeating: "x", count: 2100))"},"android":{"data":{"a":"\#(String(repeating: "y", count: 2100))"}}}"#
+                )
+                .hasSuffix("FCM allows 4096"))
+            // FCM's own keys in any case, and in every data map it delivers.
+            #expect(try await enqueue(#"{"data":{"From":"x"}}"#) == "message.data.From is a reserved key")
+            #expect(try await enqueue(#"{"data":{"Google.c.a.e":"1"}}"#) == "message.data.Google.c.a.e is a reserved key")
+            #expect(try await enqueue(#"{"android":{"data":{"gcm.n.e":"1"}}}"#) == "message.android.data.gcm.n.e is a reserved key")
+            #expect(try await enqueue(#"{"webpush":{"data":{"n":1}}}"#) == "message.webpush.data.n must be a string")
+            #expect(try await enqueue(#"{"android":{"data":["x"]}}"#) == "message.android.data must be an object of strings")
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 3)
+        }
+    }
 }
 
 @Suite("Ending jobs")
