@@ -179,9 +179,13 @@ struct Job: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show one job: status, delivery counts, its first error.",
         discussion: """
-            With --watch, follows the job with a progress bar until it finishes, and exits 0 when it \
-            completed, 1 when it failed or was cancelled.
+            With --watch, follows the job with a progress bar until it finishes and the sends in flight \
+            when it ended are recorded (at most 90 s more), and exits 0 when it completed, 1 when it \
+            failed or was cancelled.
             """)
+    /// How long the sends in flight when a job ended may take to be recorded: a worker's drain
+    /// bound with FCM's default deadline.
+    static let inFlightBound = Duration.seconds(90)
 
     @OptionGroup var database: AuditDatabaseOptions
     @Argument(help: "The job id.") var id: Int64
@@ -203,10 +207,14 @@ struct Job: AsyncParsableCommand {
                 }
                 var progress = ProgressLine()
                 progress.show(job)
-                while !job.status.isFinished {
+                // A job ends before the sends in flight at that moment are recorded: they count as
+                // pending until their answers are written, within a worker's FCM deadline.
+                var settleBy = job.status.isFinished ? ContinuousClock.now + Self.inFlightBound : nil
+                while settleBy.map({ job.pending > 0 && ContinuousClock.now < $0 }) ?? true {
                     try await Task.sleep(for: .seconds(interval))
                     guard let next = try await jobs.job(id) else { throw CLIError("job \(id) disappeared") }
                     job = next
+                    if job.status.isFinished && settleBy == nil { settleBy = ContinuousClock.now + Self.inFlightBound }
                     progress.show(job)
                 }
                 progress.end()

@@ -283,6 +283,41 @@ struct AuditCommandTests {
         if ending == "failed" { #expect(watcher.log.contains("first error: app wowa: permission denied")) }
     }
 
+    /// A job cancelled while a worker's sends are in flight: those are recorded when their answers
+    /// come, and the watcher waits for them rather than report them as never sent.
+    @Test func watchWaitsForTheSendsInFlightWhenAJobEnds() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        let job = try await database.seed { seed in
+            let app = try await seed.app("wowa")
+            let job = try await seed.job(users: [1, 2, 3, 4])
+            for user in Int64(1)...4 {
+                try await seed.delivery(job: job, device: try await seed.device(app: app, user: user, token: "flight-token-\(user)"))
+            }
+            try await seed.expanded(job)
+            try await seed.run("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
+            // Two sent; two held by a live worker, their sends in flight.
+            try await seed.run(
+                "UPDATE push_deliveries SET status = 'sent', attempts = 1 WHERE id IN (SELECT id FROM push_deliveries ORDER BY id LIMIT 2)")
+            try await seed.run(
+                """
+                UPDATE push_deliveries SET lease_owner = 'live-worker', next_attempt_at = now() + interval '1 minute'
+                 WHERE status = 'pending'
+                """)
+            #expect(try await JobDirectory(client: seed.client, logger: Logger(label: "t")).cancel(job) == .cancelled)
+            return job
+        }
+        let watcher = try pushctl.start(["job", "\(job)", "--watch", "--interval", "0.2"], environment: ["DATABASE_URL": database.url])
+        #expect(try await Self.wait(for: watcher, toShow: "50%  2/4"), "\(watcher.log)")
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(!watcher.log.contains("job \(job) (app wowa)"), "the report came before the sends in flight were recorded")
+        try await database.seed { seed in
+            try await seed.run("UPDATE push_deliveries SET status = 'sent', attempts = 1, lease_owner = NULL WHERE status = 'pending'")
+        }
+        #expect(await watcher.exitStatusOrKill(within: .seconds(20)) == 1, "\(watcher.log)")
+        #expect(watcher.log.contains("job \(job) (app wowa): cancelled"), "\(watcher.log)")
+        #expect(watcher.log.split(separator: "\n").last { $0.hasPrefix("[") }?.contains("4/4") == true, "\(watcher.log)")
+    }
+
     /// True once `product` has written `text`, false after 5 seconds without.
     static func wait(for product: RunningProduct, toShow text: String) async throws -> Bool {
         let deadline = ContinuousClock.now + .seconds(5)
