@@ -233,12 +233,12 @@ enum JobReport {
         let expired = job.expiresAt == nil && job.expired == 0 ? "" : " (\(job.expired) expired)"
         var lines = [
             "job \(job.id) (app \(job.appCode)): \(job.status)\(job.dryRun ? " (dry run)" : ""), priority \(job.priority.rawValue)",
-            "\(job.kind.rawValue), title: \(job.title ?? "-")",
+            "\(job.kind.rawValue), title: \(job.title.map(TextTable.printable) ?? "-")",
             "send at: \(WireJSON.formatted(job.sendAt))" + (job.expiresAt.map { ", expires at \(WireJSON.formatted($0))" } ?? "")
                 + (job.finishedAt.map { ", finished \(WireJSON.formatted($0))" } ?? ""),
             "audience \(job.audience.map(String.init) ?? "not counted"): sent \(job.sent), failed \(job.failed), skipped \(job.skipped)\(expired), pending \(job.pending)",
         ]
-        if let error = job.firstError { lines.append("first error: \(error)") }
+        if let error = job.firstError { lines.append("first error: \(TextTable.printable(error))") }
         return lines.joined(separator: "\n")
     }
 

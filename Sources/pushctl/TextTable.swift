@@ -1,23 +1,43 @@
-/// Left-aligned columns for terminal listings.
+/// Left-aligned columns for terminal listings, every cell ``printable(_:)``.
 enum TextTable {
     static func render(header: [String], rows: [[String]]) -> String {
-        let all = [header] + rows
+        let all = ([header] + rows).map { $0.map(printable) }
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { line($0, widths: widths) }.joined(separator: "\n")
     }
 
     /// One row padded to `widths`; the last cell is never padded.
     static func line(_ cells: [String], widths: [Int]) -> String {
-        cells.enumerated().map { index, cell in
+        cells.map(printable).enumerated().map { index, cell in
             index == cells.count - 1 || index >= widths.count
                 ? cell : cell.padding(toLength: max(widths[index], cell.count), withPad: " ", startingAt: 0)
         }.joined(separator: "  ")
     }
 
-    /// `text` on one line within `width` characters: line breaks and tabs become spaces (they
-    /// would break the table), and a longer text is cut to end in `…`.
+    /// `text` on one line within `width` characters (see ``printable(_:)``), a longer text cut
+    /// to end in `…`.
     static func clipped(_ text: String, to width: Int) -> String {
-        let line = String(text.map { $0.isNewline || $0 == "\t" ? " " : $0 })
+        let line = printable(text)
         return line.count <= width ? line : line.prefix(width - 1) + "…"
+    }
+
+    /// `text` as one line that shows what it holds and nothing more: line breaks and tabs become
+    /// spaces, other control characters (a terminal's escape sequences) and the bidirectional
+    /// controls that reorder what follows become U+FFFD. Titles and FCM's errors are other
+    /// people's text, and would otherwise forge lines or colours in an operator's terminal.
+    private static let lineBreaksAndTabs: Set<Unicode.Scalar> = ["\t", "\n", "\u{0B}", "\u{0C}", "\r", "\u{85}", "\u{2028}", "\u{2029}"]
+
+    static func printable(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if Self.lineBreaksAndTabs.contains(scalar) {
+                scalars.append(" ")
+            } else if scalar.properties.generalCategory == .control || scalar.properties.isBidiControl {
+                scalars.append("\u{FFFD}")
+            } else {
+                scalars.append(scalar)
+            }
+        }
+        return String(scalars)
     }
 }

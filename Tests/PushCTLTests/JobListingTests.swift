@@ -118,4 +118,20 @@ struct JobListingTests {
         #expect(try await run(["job", untitled], env).contains("\nsingle, title: -\n"))
         #expect(try await run(["job", campaign], env).contains("\ncampaign, title: Daily digest\n"))
     }
+
+    /// A title is someone else's text: it reaches the operator's terminal as one line of what it
+    /// holds, never as escape sequences, extra lines or reordered text.
+    @Test func aTitlesControlCharactersNeverReachTheTerminal() async throws {
+        let (_, env) = try await setUp()
+        let title = "Sale\u{1B}[31m red\r\nfake: line\u{202E}txet"
+        let job = try await run(["send", "--user", "1", "--app", "wowa", "--title", title], env)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let shown = "Sale\u{FFFD}[31m red  fake: line\u{FFFD}txet"
+        let detail = try await run(["job", job], env)
+        #expect(detail.contains("\nsingle, title: \(shown)\n"), "\(detail)")
+        #expect(detail.split(separator: "\n").count == 4, "\(detail)")
+        let listing = try await run(["jobs"], env)
+        #expect(!listing.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\r" || $0 == "\u{202E}" }, "\(listing)")
+        #expect(listing.split(separator: "\n").count == 2, "\(listing)")
+    }
 }
