@@ -15,7 +15,8 @@ struct AppCommand: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
         @Option(help: "Short unique code, e.g. wowa (lowercase letters, digits, - and _).") var code: String
         @Option(help: "Display name.") var name: String
-        @Option(help: "Google service-account JSON file of the app's Firebase project.") var serviceAccount: String?
+        @Option(help: "Google service-account JSON file of the app's Firebase project (- reads standard input).")
+        var serviceAccount: String?
 
         func run() async throws {
             try await reportingErrors {
@@ -35,7 +36,7 @@ struct AppCommand: AsyncParsableCommand {
 
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The app's code.") var code: String
-        @Option(help: "Google service-account JSON file.") var serviceAccount: String
+        @Option(help: "Google service-account JSON file (- reads standard input).") var serviceAccount: String
 
         func run() async throws {
             try await reportingErrors {
@@ -107,9 +108,12 @@ struct AppCommand: AsyncParsableCommand {
     }
 }
 
+/// `-` is standard input: the key need not be written to a file where pushctl runs (a
+/// container's read-only filesystem, `kubectl exec -i … < key.json`).
 func readServiceAccount(_ path: String) throws -> ServiceAccount {
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw CLIError("cannot read the service account file \(path)")
+    let read = path == "-" ? try? FileHandle.standardInput.readToEnd() : FileManager.default.contents(atPath: path)
+    guard let data = read, !data.isEmpty else {
+        throw CLIError(path == "-" ? "no service account on standard input" : "cannot read the service account file \(path)")
     }
     do {
         return try ServiceAccount(json: data)

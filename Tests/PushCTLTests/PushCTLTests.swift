@@ -70,10 +70,19 @@ struct PushCTLTests {
         let set = try await pushctl.run(["app", "set-credentials", "--code", "beta", "--service-account", rotated.path], environment: env)
         #expect(set.status == 0, "\(set.stderr)")
 
+        // From standard input, where no file can be written (kubectl exec -i … < key.json).
+        let piped = try ServiceAccountFile.make(projectID: "gamma-prod")
+        let fromInput = try await pushctl.run(
+            ["app", "add", "--code", "gamma", "--name", "Gamma", "--service-account", "-"], environment: env, inputFile: piped.path)
+        #expect(fromInput.status == 0 && fromInput.stdout.contains(piped.clientEmail), "\(fromInput.stderr)")
+        let nothing = try await pushctl.run(
+            ["app", "set-credentials", "--code", "gamma", "--service-account", "-"], environment: env, inputFile: "/dev/null")
+        #expect(nothing.status != 0 && nothing.stderr.contains("no service account on standard input"), "\(nothing.stderr)")
+
         let list = try await pushctl.run(["app", "list"], environment: env)
         #expect(list.status == 0)
-        #expect(list.stdout.contains("wowa-prod") && list.stdout.contains("beta-prod"))
-        for output in [added, plain, set, list] {
+        #expect(list.stdout.contains("wowa-prod") && list.stdout.contains("beta-prod") && list.stdout.contains("gamma-prod"))
+        for output in [added, plain, set, fromInput, nothing, list] {
             #expect(!output.stdout.contains("PRIVATE KEY") && !output.stderr.contains("PRIVATE KEY"))
         }
         // The key itself is stored as given, for the worker.

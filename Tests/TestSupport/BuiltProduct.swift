@@ -31,15 +31,17 @@ public struct BuiltProduct: Sendable {
         public let stderr: String
     }
 
-    /// Runs with the given arguments to completion; its output is read once it has exited.
-    public func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+    /// Runs with the given arguments to completion, its standard input read from `inputFile`
+    /// when given; its output is read once it has exited.
+    public func run(_ arguments: [String], environment: [String: String] = [:], inputFile: String? = nil) async throws -> Result {
         let (out, err) = (try OutputFile("run-stdout"), try OutputFile("run-stderr"))
         defer {
             out.remove()
             err.remove()
         }
         let (_, exited) = try Process.started(
-            path, arguments, environment: Self.childEnvironment(environment), output: out.handle, errors: err.handle)
+            path, arguments, environment: Self.childEnvironment(environment), output: out.handle, errors: err.handle,
+            input: inputFile.flatMap(FileHandle.init(forReadingAtPath:)))
         var status: Int32 = -1
         for await code in exited { status = code }
         return Result(status: status, stdout: out.text, stderr: err.text)

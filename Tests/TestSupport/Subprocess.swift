@@ -69,7 +69,7 @@ extension Process {
     /// yields its exit status once it has ended.
     static func started(
         _ executable: String, _ arguments: [String], environment: [String: String], directory: String? = nil,
-        output: FileHandle, errors: FileHandle
+        output: FileHandle, errors: FileHandle, input: FileHandle? = nil
     ) throws -> (process: Process, exited: AsyncStream<Int32>) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -78,6 +78,7 @@ extension Process {
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.standardOutput = output
         process.standardError = errors
+        if let input { process.standardInput = input }
         let exited = AsyncStream<Int32> { continuation in
             process.terminationHandler = {
                 continuation.yield($0.terminationStatus)
