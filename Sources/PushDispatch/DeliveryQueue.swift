@@ -556,7 +556,9 @@ struct DeliveryQueue: Sendable {
 
     /// Queue depth (pending deliveries, devices in chunks without a row yet, and due audiences
     /// not expanded yet) and the age of the oldest due job, for /metrics.
-    func depth() async throws -> (pending: Int, oldestDueSeconds: Double) {
+    /// `took`: the server's time for the count, without the wait for a connection (which after a
+    /// database outage would hold the next measurement back as if counting were expensive).
+    func depth() async throws -> (pending: Int, oldestDueSeconds: Double, took: Duration) {
         let rows = try await run(
             """
             SELECT ((SELECT count(*) FROM push_deliveries WHERE status = 'pending')
@@ -564,10 +566,12 @@ struct DeliveryQueue: Sendable {
                     + (SELECT COALESCE(sum(push_job_unexpanded(status, audience_complete, app_id, user_ids, platforms, audience_cursor)), 0)
                          FROM push_jobs WHERE status IN ('queued', 'running') AND NOT audience_complete AND send_at <= now()))::int,
                    COALESCE((SELECT extract(epoch FROM now() - min(send_at)) FROM push_jobs
-                              WHERE status IN ('queued', 'running') AND send_at <= now()), 0)::float8
+                              WHERE status IN ('queued', 'running') AND send_at <= now()), 0)::float8,
+                   extract(epoch FROM clock_timestamp() - statement_timestamp())::float8
             """)
-        guard let row = rows.first else { return (0, 0) }
-        return try row.decode((Int, Double).self)
+        guard let row = rows.first else { return (0, 0, .zero) }
+        let (pending, age, took) = try row.decode((Int, Double, Double).self)
+        return (pending, age, .milliseconds(Int64(took * 1000)))
     }
 
     /// The creation times of some jobs, widened by a second each way (a `Date` holds a

@@ -509,12 +509,11 @@ public struct Dispatcher: Service {
 
     private func measureQueue() async {
         while !Task.isCancelled {
-            let started = ContinuousClock.now
             var took = Duration.zero
-            if let (pending, age) = try? await queue.depth() {
+            if let (pending, age, cost) = try? await queue.depth() {
                 metrics.queueDepth.set(Double(pending))
                 metrics.oldestDueJobAge.set(age)
-                took = .now - started
+                took = cost
             }
             try? await Task.sleep(for: DispatchMetrics.pauseAfterMeasuringQueue(took: took))
         }

@@ -2,9 +2,11 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
-import PushDispatch
+import PostgresNIO
 import TestSupport
 import Testing
+
+@testable import PushDispatch
 
 @Suite("push-worker operations endpoints")
 struct WorkerMetricsTests {
@@ -42,6 +44,26 @@ struct WorkerMetricsTests {
 
     /// METRICS_HOST picks the address: on 127.0.0.2 (loopback, but not 127.0.0.1) the endpoints
     /// answer there and nothing listens on 127.0.0.1.
+    /// The queue gauges' next measurement waits in proportion to what the last one cost the
+    /// database, measured by the server: a measurement that waited for a connection (all busy,
+    /// or the database just back from an outage) is not taken for an expensive count, which
+    /// froze the gauges for up to a minute after an outage.
+    @Test func theQueueDepthsCostIsTheServersTimeNotTheWaitForAConnection() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await TestPostgres.withClient(url: database.url(poolMax: 1)) { client in
+            let queue = DeliveryQueue(client: client, worker: "gauge", lease: .seconds(30), logger: workerLogger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { for try await _ in try await client.query("SELECT pg_sleep(2)") {} }
+                try await Task.sleep(for: .milliseconds(300))
+                let started = ContinuousClock.now
+                let (_, _, took) = try await queue.depth()
+                #expect(ContinuousClock.now - started > .seconds(1), "the one connection was not busy")
+                #expect(took < .milliseconds(500), "\(took)")
+                try await group.waitForAll()
+            }
+        }
+    }
+
     @Test func servedOnMetricsHostOnly() async throws {
         try await WorkerFixture.with { fixture in
             var configuration = fixture.configuration
