@@ -99,6 +99,7 @@ struct DispatchStateMachine {
     private var mayFindMore = true
     private var cursor = ClaimCursor()
     private(set) var reachability: FCMReachability
+    private var serverFailures = FCMServerFailures()
     private var policy: DeliveryPolicy
     private var jobs: [Int64: (job: DeliveryQueue.Job, loaded: ContinuousClock.Instant)] = [:]
     /// When each job was last seen running: a ready delivery goes out only while that is recent,
@@ -365,11 +366,16 @@ struct DispatchStateMachine {
         switch attempt.result {
         case .success(.answered(let answered, let elapsed)):
             outcome = answered
+            if elapsed != nil, serverFailures.record(serverError: answered.isServerError), answered.isServerError {
+                failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                return
+            }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
                 if let since = reachability.unreachableSince {
                     let outage = (now - since).components.seconds
                     actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
+                    serverFailures.reset()
                 }
                 reachability.answered()
             } else if attempt.probe {
@@ -456,6 +462,38 @@ struct DispatchStateMachine {
                 decision.result.errorCode.map(DispatchMetrics.outcome) ?? decision.result.status.rawValue
             }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
+    }
+
+    /// A server error while most of FCM's answers are: FCM did not take the message, so the
+    /// delivery waits for the breaker as when FCM cannot be reached, spending no attempt.
+    private mutating func failingFCM(
+        _ attempt: Attempt, _ answered: SendOutcome, now: ContinuousClock.Instant, date: Date, write: inout Outbox.Batch,
+        actions: inout [Action]
+    ) {
+        guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
+        let job = attempt.job
+        let wasReachable = reachability.isReachable
+        let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
+        if wasReachable && !reachability.isReachable {
+            actions.append(
+                .log(
+                    .warning,
+                    "FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute",
+                    ["push.reason": "\(code): \(message)"]))
+        }
+        switch verdict {
+        case .retry(let at):
+            let wait = max(at - now, retryAfter ?? .zero)
+            record(
+                DeliveryQueue.Result(
+                    attempt.claimed, status: .pending, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
+                    nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
+            actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
+        case .giveUp(let bound):
+            let reason = "FCM answered server errors for over \(bound.components.seconds) s: \(code): \(message)"
+            settle(attempt.claimed, job: job, status: .failed, code: code, message: reason, into: &write, actions: &actions, now: date)
+            failJob(job.id, "app \(job.appCode): \(reason)", into: &write)
+        }
     }
 
     /// The one outcome that may reach a phone twice (the retry of a send FCM may have taken)

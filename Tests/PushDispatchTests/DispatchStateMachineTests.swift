@@ -286,6 +286,58 @@ struct DispatchStateMachineTests {
                 .isEmpty)
     }
 
+    /// A brown-out: once most of FCM's answers are server errors, a server error spends no
+    /// attempt and opens the breaker, as an unreachable FCM does; a probe FCM takes closes it.
+    @Test func whenMostAnswersAreServerErrorsTheyWaitForTheBreakerWithoutSpendingAttempts() throws {
+        var machine = machine(concurrency: 32)
+        let claimed = (1...40).map { Self.delivery($0) }
+        #expect(Self.sent(try claim(&machine, claimed)).count == 32)
+        let unavailable = FCMClient.Answer.answered(
+            .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
+            elapsed: .milliseconds(20))
+        // A few 503s among answers that went through: each spends an attempt, as one device's would.
+        for delivery in claimed[0..<12] {
+            _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: .milliseconds(20))), now: at(0.1))
+        }
+        for delivery in claimed[12..<23] {
+            let result = Self.written(machine.answered(answer(delivery, unavailable), now: at(0.2))).results.first
+            #expect(result?.status == .pending && result?.attempted == true)
+        }
+        #expect(machine.reachability.isReachable)
+        // The 503 that makes them half of the last 24 answers: no attempt, the breaker opens, one warning.
+        let tipping = machine.answered(answer(claimed[23], unavailable), now: at(0.3))
+        #expect(
+            Self.written(tipping).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
+                == "pending UNAVAILABLE false")
+        #expect(
+            Self.logged(tipping) == [
+                "warning FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute"
+            ])
+        #expect(!machine.reachability.isReachable)
+        for delivery in claimed[24..<32] {
+            let later = machine.answered(answer(delivery, unavailable), now: at(0.35))
+            #expect(Self.written(later).results.first?.attempted == false && Self.logged(later).isEmpty)
+        }
+        let waiting = machine.poll(now: at(0.5), stopping: false).actions
+        #expect(Self.sent(waiting).isEmpty)
+        if let check = Self.claimRequest(waiting) {
+            _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(0.5))
+        }
+        // A probe FCM takes: it answers again, and what it answered before is forgotten.
+        var actions = machine.poll(now: at(1.5), stopping: false).actions
+        if let check = Self.claimRequest(actions) {
+            actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(1.5))
+            actions += machine.poll(now: at(1.5), stopping: false).actions
+        }
+        #expect(actions.contains { if case .send(let claims, probe: true) = $0 { claims.map(\.claimed.deviceID) == [33] } else { false } })
+        let back = machine.answered(
+            answer(claimed[32], .answered(.sent(messageID: "m"), elapsed: .milliseconds(20)), probe: true), now: at(1.6))
+        #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"] && machine.reachability.isReachable)
+        #expect(Self.sent(machine.poll(now: at(1.6), stopping: false).actions) == Array(34...40))
+        let next = machine.answered(answer(claimed[33], unavailable), now: at(1.7))
+        #expect(Self.written(next).results.first?.attempted == true && machine.reachability.isReachable)
+    }
+
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2), Self.delivery(3)]
