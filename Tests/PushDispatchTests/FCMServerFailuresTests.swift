@@ -1,0 +1,41 @@
+import DeviceRegistry
+import Testing
+
+@testable import PushDispatch
+
+/// When FCM's server errors are FCM failing as a whole rather than one device's bad luck.
+@Suite("FCM server failures")
+struct FCMServerFailuresTests {
+    @Test func halfOfSixteenOrMoreRecentAnswersIsABrownOut() {
+        var failures = FCMServerFailures()
+        // Fifteen server errors in a row are too few answers to say.
+        for _ in 0..<15 {
+            let brownOut = failures.record(serverError: true)
+            #expect(!brownOut)
+        }
+        let sixteenth = failures.record(serverError: true)
+        #expect(sixteenth)
+        failures.reset()
+        // Half of the answers, counted over the last 64 only.
+        var verdicts: [Bool] = []
+        for _ in 0..<64 { verdicts.append(failures.record(serverError: false)) }
+        for _ in 0..<31 { verdicts.append(failures.record(serverError: true)) }
+        #expect(!verdicts.contains(true))
+        let half = failures.record(serverError: true)
+        #expect(half, "32 of the last 64")
+        // 33 answers that went through: 31 of the last 64 were server errors.
+        var last = true
+        for _ in 0..<33 { last = failures.record(serverError: false) }
+        #expect(!last, "31 of the last 64")
+    }
+
+    @Test func serverErrorsAreFCMsOwnNotQuotaNorADevicesRate() {
+        func transient(_ code: String, quota: Bool = false) -> SendOutcome {
+            .transient(errorCode: DeliveryErrorCode(rawValue: code), message: "m", retryAfter: nil, quota: quota)
+        }
+        #expect(["UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "HTTP_502"].allSatisfy { transient($0).isServerError })
+        #expect(!transient("QUOTA_EXCEEDED").isServerError && !transient("QUOTA_EXCEEDED", quota: true).isServerError)
+        #expect(!transient("HTTP_408").isServerError && !SendOutcome.noAnswer(message: "m").isServerError)
+        #expect(!SendOutcome.sent(messageID: "m").isServerError)
+    }
+}
