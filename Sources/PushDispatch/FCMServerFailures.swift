@@ -9,8 +9,10 @@ import DeviceRegistry
 ///
 /// A state machine: answers in, a verdict out.
 struct FCMServerFailures {
-    /// The answers remembered, newest last: true for a server error.
-    private var window: [Bool] = []
+    /// The last answers, a ring of `windowSize`: true for a server error.
+    private var window = [Bool](repeating: false, count: windowSize)
+    private var next = 0
+    private var answers = 0
     private var failures = 0
 
     static let windowSize = 64
@@ -20,16 +22,17 @@ struct FCMServerFailures {
     /// Records an answer; true when FCM is failing as a whole (at least half of at least
     /// `fewestAnswers` recent answers were server errors).
     mutating func record(serverError: Bool) -> Bool {
-        window.append(serverError)
+        if answers == Self.windowSize, window[next] { failures -= 1 }
+        answers = min(answers + 1, Self.windowSize)
+        window[next] = serverError
         if serverError { failures += 1 }
-        if window.count > Self.windowSize, window.removeFirst() { failures -= 1 }
-        return window.count >= Self.fewestAnswers && failures * 2 >= window.count
+        next = (next + 1) % Self.windowSize
+        return answers >= Self.fewestAnswers && failures * 2 >= answers
     }
 
     /// FCM answers again: what it answered before says nothing about now.
     mutating func reset() {
-        window.removeAll(keepingCapacity: true)
-        failures = 0
+        self = FCMServerFailures()
     }
 }
 
