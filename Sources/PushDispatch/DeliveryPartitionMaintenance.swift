@@ -45,7 +45,7 @@ struct DeliveryPartitionMaintenance: Service {
             guard !created.isEmpty else { return }
             logger.info("delivery log partitions created", metadata: ["push.partitions": "\(created.joined(separator: ", "))"])
         } catch {
-            logger.databaseRetry(after: error, retryIn: nextTick - .now)
+            logger.databaseRetry(after: error, retryIn: nextTick - .now, task: "creating the delivery log's partitions ahead")
         }
     }
 
@@ -68,7 +68,7 @@ struct DeliveryPartitionMaintenance: Service {
             }
             return true
         } catch {
-            logger.databaseRetry(after: error, retryIn: nextTick - .now)
+            logger.databaseRetry(after: error, retryIn: nextTick - .now, task: "dropping the delivery log's expired days")
             return false
         }
     }

@@ -233,7 +233,7 @@ public struct Dispatcher: Service {
             }
         }
         if let failure {
-            logger.databaseRetry(after: failure, retryIn: request.backoff)
+            logger.databaseRetry(after: failure, retryIn: request.backoff, task: "claiming deliveries")
             // What is leased already waits (its lease kept alive) for its job's details: the
             // next claim reads them.
             guard !claimed.isEmpty else {
@@ -437,7 +437,7 @@ public struct Dispatcher: Service {
     /// The database went away: back off (250 ms doubling to 5 s) and try again.
     private func backOff(after error: any Error, failures: Int) async {
         let wait = DispatchStateMachine.databaseBackoff(failures: failures)
-        logger.databaseRetry(after: error, retryIn: wait)
+        logger.databaseRetry(after: error, retryIn: wait, task: "writing results")
         try? await Task.sleep(for: wait)
     }
 

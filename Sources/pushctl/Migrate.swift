@@ -20,7 +20,14 @@ struct Migrate: AsyncParsableCommand {
         try await reportingErrors {
             let runner = try directory.map { try MigrationRunner(directory: URL(fileURLWithPath: $0)) } ?? MigrationRunner.bundled()
             let (applied, partitions): ([String], Result<[String], any Error>) = try await withDatabase(database) { client, logger in
-                let applied = try await runner.run(on: client, logger: logger)
+                let applied: [String]
+                do {
+                    applied = try await runner.run(on: client, logger: logger)
+                } catch  where DatabaseErrorText.sqlState(error)?.raw == "42501" {
+                    throw CLIError(
+                        "\(DatabaseErrorText.describe(error)): migrations create tables and functions, so the role needs CREATE on the schema (PostgreSQL 15 no longer grants it to every role: GRANT CREATE ON SCHEMA public TO the role) and to own what earlier migrations created"
+                    )
+                }
                 // The delivery log's week ahead, as push-worker creates it hourly, so that a fresh
                 // install or one whose workers were down for days writes into day partitions.
                 // Not worth failing a deploy over: a backup's lock on the table times it out, and

@@ -20,6 +20,30 @@ struct PushCTLTests {
         #expect(second.stdout.hasPrefix("up to date"))
     }
 
+    /// A role that may not create in the schema (any role, from PostgreSQL 15 on, unless granted)
+    /// is told what it lacks, and nothing is applied.
+    @Test func migrateAsARoleWithoutCreateSaysWhatItNeeds() async throws {
+        let database = try await TestPostgres.shared.makeEmptyDatabase()
+        let role = "migrator_\(UInt32.random(in: 0...UInt32.max))"
+        try await database.withClient { client in
+            try await client.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            try await client.query("CREATE ROLE \(unescaped: role) LOGIN PASSWORD 'migrator-password'")
+        }
+        var url = try #require(URLComponents(string: database.url))
+        url.user = role
+        url.password = "migrator-password"
+        let refused = try await pushctl.run(["migrate"], environment: ["DATABASE_URL": try #require(url.string)])
+        try await database.withClient { client in
+            try await client.query("DROP OWNED BY \(unescaped: role)")
+            try await client.query("DROP ROLE \(unescaped: role)")
+        }
+        #expect(refused.status == 1)
+        #expect(
+            refused.stderr.contains("permission denied for schema public") && refused.stderr.contains("GRANT CREATE ON SCHEMA public TO"),
+            "\(refused.stderr)")
+        #expect(try await database.text("SELECT count(*)::text FROM pg_tables WHERE schemaname = 'public'") == "0")
+    }
+
     /// Then the delivery log's week ahead, as push-worker keeps it: a day missing is created once.
     @Test func migrateCreatesTheDeliveryLogsPartitionsAhead() async throws {
         let database = try await TestPostgres.shared.makeDatabase()
