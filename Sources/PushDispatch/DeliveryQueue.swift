@@ -2,6 +2,7 @@ import DeviceRegistry
 import Foundation
 import Logging
 import PostgresNIO
+import ServiceSupport
 
 /// The queue's SQL: taking job audiences as leased chunks (and taking over expired ones), claiming
 /// due retries under a lease, writing results back in batches, finishing and failing jobs.
@@ -610,6 +611,11 @@ struct DeliveryQueue: Sendable {
     /// The running jobs' span: every claimable delivery's lies in it.
     func runningJobsSpan() async throws -> CreationSpan? {
         try await creationSpan(of: RunningJobsSpanStatement())
+    }
+
+    /// Whether the database answers, within `limit` (what ``DatabaseWatch`` asks).
+    func ping(within limit: Duration) async throws {
+        try await DatabaseDeadline(limit: limit).run { _ = try await run("SELECT 1") }
     }
 
     /// Every statement goes through ``DatabaseStatement``: `PostgresClient.query` can leave one

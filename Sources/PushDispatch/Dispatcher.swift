@@ -50,6 +50,7 @@ public struct Dispatcher: Service {
                 companions.addTask { await heartbeat() }
                 companions.addTask { await measureQueue() }
                 companions.addTask { await expireJobs() }
+                companions.addTask { await watchDatabase() }
                 await withTaskGroup(of: Bool.self) { pipeline in
                     pipeline.addTask { await writeResults(from: outbox) }
                     pipeline.addTask { await writeResults(from: urgentOutbox) }
@@ -504,6 +505,23 @@ public struct Dispatcher: Service {
                 logger.debug("expiring jobs failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
             }
             try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    private func watchDatabase() async {
+        var watch = DatabaseWatch()
+        while !Task.isCancelled {
+            var failure: String?
+            do {
+                try await queue.ping(within: DatabaseWatch.pingDeadline)
+            } catch {
+                failure = DatabaseErrorText.describe(error)
+            }
+            if Task.isCancelled { return }
+            if let line = watch.pinged(answered: failure == nil, error: failure, now: .now) {
+                logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
+            }
+            try? await Task.sleep(for: DatabaseWatch.interval)
         }
     }
 
