@@ -6,7 +6,7 @@ import WireFormats
 /// The message and scheduling options `send` and `campaign` share.
 struct MessageOptions: ParsableArguments {
     @Option(help: "App code, e.g. wowa.") var app: String
-    @Option(help: "A whole FCM v1 Message without its target, as JSON (overrides --title/--body/--data).") var message: String?
+    @Option(help: "A whole FCM v1 Message without its target, as JSON (instead of --title/--body/--data).") var message: String?
     @Option(help: "Notification title.") var title: String?
     @Option(help: "Notification body.") var body: String?
     @Option(help: "A data entry KEY=VALUE (repeatable).") var data: [String] = []
@@ -49,6 +49,8 @@ struct MessageOptions: ParsableArguments {
 
     func messageJSON() throws -> String {
         if let message {
+            // Either would be dropped without a word.
+            guard title == nil, body == nil, data.isEmpty else { throw CLIError("give --message, or --title/--body/--data, not both") }
             // PostgreSQL would refuse it too, but in its own words and without naming the option.
             let parsed: JSONValue
             do {
@@ -70,7 +72,9 @@ struct MessageOptions: ParsableArguments {
         for entry in data {
             let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, !parts[0].isEmpty else { throw CLIError("--data must be KEY=VALUE, got '\(entry)'") }
-            entries[String(parts[0])] = .string(String(parts[1]))
+            guard entries.updateValue(.string(String(parts[1])), forKey: String(parts[0])) == nil else {
+                throw CLIError("--data \(parts[0]) is given twice")
+            }
         }
         if !entries.isEmpty { object["data"] = .object(entries) }
         guard !object.isEmpty else { throw CLIError("say what to send: --message JSON, or --title/--body/--data") }

@@ -124,6 +124,11 @@ struct SendCommandTests {
             (["campaign", "--app", "wowa"], env, "say what to send"),
             (["campaign", "--app", "wowa", "--title", "x", "--at", "tomorrow"], env, "--at 'tomorrow' is not an ISO 8601 time"),
             (["campaign", "--app", "wowa", "--title", "x", "--data", "novalue"], env, "--data must be KEY=VALUE"),
+            (["campaign", "--app", "wowa", "--title", "x", "--data", "k=1", "--data", "k=2"], env, "--data k is given twice"),
+            (
+                ["campaign", "--app", "wowa", "--message", #"{"data":{"k":"v"}}"#, "--title", "x"], env,
+                "give --message, or --title/--body/--data, not both"
+            ),
             (["send", "--app", "wowa", "--title", "x"], env, "name at least one --user"),
             (["job", "999"], env, "no job 999"),
             (["cancel", "999"], env, "no job 999"),
