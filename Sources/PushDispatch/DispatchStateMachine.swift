@@ -100,6 +100,8 @@ struct DispatchStateMachine {
     private var cursor = ClaimCursor()
     private(set) var reachability: FCMReachability
     private var serverFailures = FCMServerFailures()
+    /// When most of FCM's answers became server errors; nil when they are not.
+    private var brownOutSince: ContinuousClock.Instant?
     private var policy: DeliveryPolicy
     private var jobs: [Int64: (job: DeliveryQueue.Job, loaded: ContinuousClock.Instant)] = [:]
     /// When each job was last seen running: a ready delivery goes out only while that is recent,
@@ -366,18 +368,25 @@ struct DispatchStateMachine {
         switch attempt.result {
         case .success(.answered(let answered, let elapsed)):
             outcome = answered
-            if elapsed != nil, serverFailures.record(serverError: answered.isServerError), answered.isServerError {
+            let failing = elapsed != nil && serverFailures.record(serverError: answered.isServerError)
+            if failing && answered.isServerError {
                 failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                 return
             }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
-                if let since = reachability.unreachableSince {
+                // A brown-out ends when server errors are no longer most answers.
+                if let since = brownOutSince, !failing {
                     let outage = (now - since).components.seconds
                     actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
-                    serverFailures.reset()
+                    brownOutSince = nil
+                } else if let since = reachability.unreachableSince, brownOutSince == nil {
+                    let outage = (now - since).components.seconds
+                    actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
                 }
-                reachability.answered()
+                // During a brown-out only a probe's answer says FCM takes sends again: one sent
+                // before the breaker opened would let every waiting delivery out for its 503.
+                if brownOutSince == nil || attempt.probe { reachability.answered() }
             } else if attempt.probe {
                 reachability.probeInconclusive()
             }
@@ -472,16 +481,18 @@ struct DispatchStateMachine {
     ) {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
         let job = attempt.job
-        let wasReachable = reachability.isReachable
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
-        if wasReachable && !reachability.isReachable {
+        if brownOutSince == nil {
+            brownOutSince = now
             actions.append(
                 .log(
                     .warning,
                     "FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute",
                     ["push.reason": "\(code): \(message)"]))
         }
-        switch verdict {
+        // The breaker closes and opens again during a brown-out: its bound counts from the start.
+        let bound = reachability.longestOutage
+        switch now - (brownOutSince ?? now) >= bound ? .giveUp(outageLongerThan: bound) : verdict {
         case .retry(let at):
             let wait = max(at - now, retryAfter ?? .zero)
             record(

@@ -287,7 +287,9 @@ struct DispatchStateMachineTests {
     }
 
     /// A brown-out: once most of FCM's answers are server errors, a server error spends no
-    /// attempt and opens the breaker, as an unreachable FCM does; a probe FCM takes closes it.
+    /// attempt and opens the breaker, as an unreachable FCM does. Only a probe closes it (the next
+    /// server error opens it again, without a line); when server errors are no longer most
+    /// answers, FCM is back and a server error spends an attempt again.
     @Test func whenMostAnswersAreServerErrorsTheyWaitForTheBreakerWithoutSpendingAttempts() throws {
         var machine = machine(concurrency: 32)
         let claimed = (1...40).map { Self.delivery($0) }
@@ -295,10 +297,9 @@ struct DispatchStateMachineTests {
         let unavailable = FCMClient.Answer.answered(
             .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
             elapsed: .milliseconds(20))
+        let sent = FCMClient.Answer.answered(.sent(messageID: "m"), elapsed: .milliseconds(20))
         // A few 503s among answers that went through: each spends an attempt, as one device's would.
-        for delivery in claimed[0..<12] {
-            _ = machine.answered(answer(delivery, .answered(.sent(messageID: "m"), elapsed: .milliseconds(20))), now: at(0.1))
-        }
+        for delivery in claimed[0..<12] { _ = machine.answered(answer(delivery, sent), now: at(0.1)) }
         for delivery in claimed[12..<23] {
             let result = Self.written(machine.answered(answer(delivery, unavailable), now: at(0.2))).results.first
             #expect(result?.status == .pending && result?.attempted == true)
@@ -314,28 +315,55 @@ struct DispatchStateMachineTests {
                 "warning FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute"
             ])
         #expect(!machine.reachability.isReachable)
-        for delivery in claimed[24..<32] {
-            let later = machine.answered(answer(delivery, unavailable), now: at(0.35))
+        for delivery in claimed[24..<28] {
+            let later = machine.answered(answer(delivery, unavailable), now: at(0.31))
             #expect(Self.written(later).results.first?.attempted == false && Self.logged(later).isEmpty)
         }
-        let waiting = machine.poll(now: at(0.5), stopping: false).actions
-        #expect(Self.sent(waiting).isEmpty)
-        if let check = Self.claimRequest(waiting) {
+        // An answer sent before the breaker opened leaves it open, and lets nothing out.
+        let stale = machine.answered(answer(claimed[28], sent), now: at(0.32))
+        #expect(Self.logged(stale).isEmpty && Self.sent(stale).isEmpty && !machine.reachability.isReachable)
+        let again = machine.answered(answer(claimed[29], unavailable), now: at(0.33))
+        #expect(Self.written(again).results.first?.attempted == false && Self.logged(again).isEmpty)
+        for delivery in claimed[30..<32] { #expect(Self.logged(machine.answered(answer(delivery, sent), now: at(0.34))).isEmpty) }
+        let held = machine.poll(now: at(0.5), stopping: false).actions
+        #expect(Self.sent(held).isEmpty, "the breaker holds the ready ones")
+        if let check = Self.claimRequest(held) {
             _ = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(0.5))
         }
-        // A probe FCM takes: it answers again, and what it answered before is forgotten.
+        // The probe goes through, and the ready ones after it; server errors are still most answers.
         var actions = machine.poll(now: at(1.5), stopping: false).actions
         if let check = Self.claimRequest(actions) {
             actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(1.5))
             actions += machine.poll(now: at(1.5), stopping: false).actions
         }
         #expect(actions.contains { if case .send(let claims, probe: true) = $0 { claims.map(\.claimed.deviceID) == [33] } else { false } })
-        let back = machine.answered(
-            answer(claimed[32], .answered(.sent(messageID: "m"), elapsed: .milliseconds(20)), probe: true), now: at(1.6))
-        #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"] && machine.reachability.isReachable)
-        #expect(Self.sent(machine.poll(now: at(1.6), stopping: false).actions) == Array(34...40))
-        let next = machine.answered(answer(claimed[33], unavailable), now: at(1.7))
+        let afterProbe = machine.answered(answer(claimed[32], sent, probe: true), now: at(1.6))
+        #expect(Self.logged(afterProbe).isEmpty && machine.reachability.isReachable)
+        #expect(Self.sent(afterProbe) + Self.sent(machine.poll(now: at(1.6), stopping: false).actions) == Array(34...40))
+        // Answers through until server errors are fewer than half: FCM is back, said once.
+        var lines: [String] = []
+        for delivery in claimed[33..<35] { lines += Self.logged(machine.answered(answer(delivery, sent), now: at(1.7))) }
+        #expect(lines == ["notice FCM answers again; sending resumes"], "\(lines)")
+        // With a few more through, a 503 spends an attempt again.
+        for delivery in claimed[35..<37] { _ = machine.answered(answer(delivery, sent), now: at(1.75)) }
+        let next = machine.answered(answer(claimed[37], unavailable), now: at(1.8))
         #expect(Self.written(next).results.first?.attempted == true && machine.reachability.isReachable)
+    }
+
+    /// Server errors for longer than the longest outage fail the deliveries and their jobs, however
+    /// often the breaker closed meanwhile.
+    @Test func aBrownOutLongerThanTheLongestOutageFailsTheJob() throws {
+        var machine = machine(concurrency: 32, longestOutage: .seconds(10))
+        let claimed = (1...32).map { Self.delivery($0) }
+        _ = try claim(&machine, claimed)
+        let unavailable = FCMClient.Answer.answered(
+            .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
+            elapsed: .milliseconds(20))
+        for delivery in claimed[0..<16] { _ = machine.answered(answer(delivery, unavailable), now: at(0)) }
+        _ = machine.answered(answer(claimed[16], .answered(.sent(messageID: "m"), elapsed: .milliseconds(20))), now: at(5))
+        let late = Self.written(machine.answered(answer(claimed[17], unavailable), now: at(11)))
+        #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-")" } == "failed UNAVAILABLE")
+        #expect(late.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered server errors for over 10 s") == true)
     }
 
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {

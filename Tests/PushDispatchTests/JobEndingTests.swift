@@ -162,9 +162,9 @@ struct JobEndingTests {
     }
 
     private static func message(for ending: Ending) -> String {
-        // Valid as far as push_check_message sees (it leaves notification fields to FCM),
+        // Valid as far as push_check_message sees (it leaves the android block's field names to FCM),
         // refused by FCM for every device.
-        ending == .failedByPayload ? #"{"notification":{"title":"Hi","colour":"red"}}"# : #"{"notification":{"title":"Hi"}}"#
+        ending == .failedByPayload ? #"{"notification":{"title":"Hi"},"android":{"colour":"red"}}"# : #"{"notification":{"title":"Hi"}}"#
     }
 
     /// The job's summary once nothing of it is pending (in-flight sends are recorded after an ending).

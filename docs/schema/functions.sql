@@ -29,6 +29,32 @@ BEGIN
     IF message ? 'fcm_options' AND message ? 'fcmOptions' THEN
         RAISE EXCEPTION 'message has both "fcm_options" and "fcmOptions": give one' USING ERRCODE = '22023';
     END IF;
+    -- The members every device's request carries, typed as FCM types them: it refuses anything
+    -- else for every device, so a campaign would fail only once it runs.
+    IF message ? 'notification' THEN
+        IF jsonb_typeof(message -> 'notification') <> 'object' THEN
+            RAISE EXCEPTION 'message.notification must be an object' USING ERRCODE = '22023';
+        END IF;
+        FOR field, data_value IN SELECT * FROM jsonb_each(message -> 'notification') LOOP
+            IF field NOT IN ('title', 'body', 'image') THEN
+                RAISE EXCEPTION 'message.notification has an unknown field "%" (title, body, image)', field USING ERRCODE = '22023';
+            END IF;
+            IF jsonb_typeof(data_value) <> 'string' THEN
+                RAISE EXCEPTION 'message.notification.% must be a string', field USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+    END IF;
+    IF jsonb_typeof(message #> '{android,ttl}') IS DISTINCT FROM NULL
+       AND (jsonb_typeof(message #> '{android,ttl}') <> 'string' OR message #>> '{android,ttl}' !~ '^[0-9]+(\.[0-9]{1,9})?s$') THEN
+        RAISE EXCEPTION 'message.android.ttl must be a duration in seconds such as "3600s" or "3.5s"' USING ERRCODE = '22023';
+    END IF;
+    FOREACH data_path IN ARRAY ARRAY['apns', 'webpush'] LOOP
+        data_map := message #> ARRAY[data_path, 'headers'];
+        CONTINUE WHEN data_map IS NULL;
+        IF jsonb_typeof(data_map) <> 'object' OR EXISTS (SELECT FROM jsonb_each(data_map) h WHERE jsonb_typeof(h.value) <> 'string') THEN
+            RAISE EXCEPTION 'message.%.headers must be an object of strings', data_path USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
     -- The data maps FCM delivers to apps: strings only, none of FCM's own keys (in any case, as
     -- FCM's servers compare them).
     FOREACH data_path IN ARRAY ARRAY['data', 'android.data', 'webpush.data'] LOOP
@@ -46,14 +72,21 @@ BEGIN
             END IF;
         END LOOP;
     END LOOP;
-    -- What one device is sent: the notification and data, and its platform's own block.
-    payload := push_payload_bytes(message -> 'notification') + push_payload_bytes(message -> 'data')
-        + GREATEST(push_payload_bytes(message #> '{android,notification}') + push_payload_bytes(message #> '{android,data}'),
-                   push_payload_bytes(message #> '{apns,payload}'),
-                   push_payload_bytes(message #> '{webpush,notification}') + push_payload_bytes(message #> '{webpush,data}'));
-    IF payload > 4096 THEN
-        RAISE EXCEPTION 'message payload is % bytes (keys and values of the notification, the data and the largest platform''s block); FCM allows 4096', payload
-            USING ERRCODE = '22023';
+    -- What FCM's limit leaves out (headers, options) is bounded too, and the text bounds the
+    -- payload: its keys and values are in it, so a message within 4096 bytes of text needs no count.
+    IF octet_length(message::text) > 65536 THEN
+        RAISE EXCEPTION 'message is % bytes as JSON; at most 65536', octet_length(message::text) USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(message::text) > 4096 THEN
+        -- What one device is sent: the notification and data, and its platform's own block.
+        payload := push_payload_bytes(message -> 'notification') + push_payload_bytes(message -> 'data')
+            + GREATEST(push_payload_bytes(message #> '{android,notification}') + push_payload_bytes(message #> '{android,data}'),
+                       push_payload_bytes(message #> '{apns,payload}'),
+                       push_payload_bytes(message #> '{webpush,notification}') + push_payload_bytes(message #> '{webpush,data}'));
+        IF payload > 4096 THEN
+            RAISE EXCEPTION 'message payload is % bytes (keys and values of the notification, the data and the largest platform''s block); FCM allows 4096', payload
+                USING ERRCODE = '22023';
+        END IF;
     END IF;
 END
 $function$;
@@ -185,6 +218,9 @@ AS $function$
 BEGIN
     IF user_ids IS NULL OR cardinality(user_ids) = 0 OR array_position(user_ids, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'user_ids must be a non-empty array of user ids' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM unnest(user_ids) u WHERE u < 1) THEN
+        RAISE EXCEPTION 'user_ids must be positive, as every user id is' USING ERRCODE = '22023';
     END IF;
     RETURN push_enqueue_job(app_code, user_ids, NULL, message, idempotency_key, send_at, dry_run, priority, expires_at, ttl);
 END

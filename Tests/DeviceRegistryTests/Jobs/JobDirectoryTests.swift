@@ -326,7 +326,34 @@ struct EnqueueRefusalTests {
             #expect(try await enqueue(#"{"android":{"data":{"gcm.n.e":"1"}}}"#) == "message.android.data.gcm.n.e is a reserved key")
             #expect(try await enqueue(#"{"webpush":{"data":{"n":1}}}"#) == "message.webpush.data.n must be a string")
             #expect(try await enqueue(#"{"android":{"data":["x"]}}"#) == "message.android.data must be an object of strings")
-            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 3)
+            // What the payload leaves out is bounded as a whole.
+            #expect(
+                try await enqueue(#"{"android":{"collapse_key":"\#(String(repeating: "c", count: 70_000))"}}"#)
+                    .hasPrefix("message is 70"))
+            // The members FCM types, typed as it types them.
+            #expect(try await enqueue(#"{"notification":{"title":5}}"#) == "message.notification.title must be a string")
+            #expect(
+                try await enqueue(#"{"notification":{"titel":"x"}}"#)
+                    == #"message.notification has an unknown field "titel" (title, body, image)"#)
+            #expect(try await enqueue(#"{"notification":"x"}"#) == "message.notification must be an object")
+            let ttl = #"message.android.ttl must be a duration in seconds such as "3600s" or "3.5s""#
+            #expect(try await enqueue(#"{"android":{"ttl":"1 hour"}}"#) == ttl)
+            #expect(try await enqueue(#"{"android":{"ttl":3600}}"#) == ttl)
+            #expect(try await enqueue(#"{"apns":{"headers":{"apns-priority":10}}}"#) == "message.apns.headers must be an object of strings")
+            #expect(try await enqueue(#"{"webpush":{"headers":["TTL"]}}"#) == "message.webpush.headers must be an object of strings")
+            #expect(
+                try await enqueue(
+                    #"{"android":{"ttl":"3.5s"},"apns":{"headers":{"apns-priority":"10"}},"notification":{"image":"https://x"}}"#)
+                    == "queued")
+            do {
+                for try await _ in try await client.query(
+                    "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[3, 0]::bigint[], message => '{\"data\":{}}'::jsonb)")
+                {}
+                Issue.record("a user id of 0 was queued")
+            } catch {
+                #expect(DatabaseErrorText.describe(error) == "user_ids must be positive, as every user id is")
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 4)
         }
     }
 }
