@@ -197,7 +197,9 @@ let package = Package(
             path: "Tests/TestSupport"
         ),
         .testTarget(name: "WireFormatsTests", dependencies: ["WireFormats"]),
-        .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport"]),
+        .testTarget(
+            name: "ServiceSupportTests",
+            dependencies: ["ServiceSupport", "DeviceRegistry", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")]),
         .testTarget(
             name: "FCMTransportTests",
             dependencies: [

@@ -1,0 +1,44 @@
+import DeviceRegistry
+import Logging
+import PostgresNIO
+import ServiceSupport
+import TestSupport
+import Testing
+
+/// What a caller hears from the database within its deadline, and after it: a statement sent
+/// cannot be cancelled, so the deadline waits for it and reports what it then says truthfully.
+@Suite("Database deadline")
+struct DatabaseDeadlineTests {
+    static let logger = Logger(label: "deadline-tests")
+
+    func run(_ sql: String, within limit: Duration) async throws -> String {
+        let database = try await TestPostgres.shared.makeDatabase()
+        return try await database.withClient { client in
+            try await DatabaseDeadline(limit: limit).run {
+                try await DatabaseTransaction.run(client, logger: Self.logger) { transaction in
+                    try await transaction.query("SELECT set_config('statement_timeout', '1000', true)")
+                    let rows = try await transaction.query(PostgresQuery(unsafeSQL: sql))
+                    return try rows.first?.decode(String.self) ?? ""
+                }
+            }
+        }
+    }
+
+    @Test func anAnswerAfterTheDeadlineIsStillTheAnswer() async throws {
+        #expect(try await run("SELECT 'late' FROM pg_sleep(0.4)", within: .milliseconds(100)) == "late")
+    }
+
+    @Test func aRefusalAfterTheDeadlineIsTheRefusalNotAnOutage() async throws {
+        await #expect {
+            _ = try await run("SELECT (pg_sleep(0.4)::text || 'x')::int::text", within: .milliseconds(100))
+        } throws: { error in
+            !(error is DatabaseUnavailable) && DatabaseErrorText.describe(error).contains("invalid input syntax for type integer")
+        }
+    }
+
+    @Test func aStatementTheServerStoppedAtItsTimeoutIsUnavailable() async throws {
+        await #expect(throws: DatabaseUnavailable.self) {
+            _ = try await run("SELECT pg_sleep(5)::text", within: .milliseconds(100))
+        }
+    }
+}
