@@ -25,6 +25,11 @@ enum TextTable {
     /// spaces, other control characters (a terminal's escape sequences) and the bidirectional
     /// controls that reorder what follows become U+FFFD. Titles and FCM's errors are other
     /// people's text, and would otherwise forge lines or colours in an operator's terminal.
+    /// The embeddings, overrides and isolates, which reorder what follows them; the direction
+    /// marks (U+200E, U+200F, U+061C) only nudge neutral characters, and Arabic and Hebrew text
+    /// holds them.
+    private static let reordering: Set<UInt32> = Set(0x202A...0x202E).union(0x2066...0x2069)
+
     private static let lineBreaksAndTabs: Set<Unicode.Scalar> = ["\t", "\n", "\u{0B}", "\u{0C}", "\r", "\u{85}", "\u{2028}", "\u{2029}"]
 
     static func printable(_ text: String) -> String {
@@ -32,7 +37,7 @@ enum TextTable {
         for scalar in text.unicodeScalars {
             if Self.lineBreaksAndTabs.contains(scalar) {
                 scalars.append(" ")
-            } else if scalar.properties.generalCategory == .control || scalar.properties.isBidiControl {
+            } else if scalar.properties.generalCategory == .control || Self.reordering.contains(scalar.value) {
                 scalars.append("\u{FFFD}")
             } else {
                 scalars.append(scalar)

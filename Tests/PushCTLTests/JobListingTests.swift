@@ -123,10 +123,11 @@ struct JobListingTests {
     /// holds, never as escape sequences, extra lines or reordered text.
     @Test func aTitlesControlCharactersNeverReachTheTerminal() async throws {
         let (_, env) = try await setUp()
-        let title = "Sale\u{1B}[31m red\r\nfake: line\u{202E}txet"
+        let title = "Sale\u{1B}[31m red\r\nfake: line\u{202E}txet \u{05E9}\u{200F}!"
         let job = try await run(["send", "--user", "1", "--app", "wowa", "--title", title], env)
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        let shown = "Sale\u{FFFD}[31m red  fake: line\u{FFFD}txet"
+        // A right-to-left mark, as Hebrew text holds, is kept.
+        let shown = "Sale\u{FFFD}[31m red  fake: line\u{FFFD}txet \u{05E9}\u{200F}!"
         let detail = try await run(["job", job], env)
         #expect(detail.contains("\nsingle, title: \(shown)\n"), "\(detail)")
         #expect(detail.split(separator: "\n").count == 4, "\(detail)")
