@@ -507,6 +507,7 @@ struct DeliveryQueue: Sendable {
     /// Gives up leases held for deliveries this worker will not send (claimed, unsent at a shutdown):
     /// due at once for the next worker instead of after the lease. A released chunk is taken
     /// over for its devices without a row, so its sent devices' results must be written first.
+    /// A released chunk's owner is empty: nobody holds it, and nothing of it was in flight.
     func release(_ leases: [Lease]) async throws {
         let (rows, chunks) = Self.split(leases)
         if !rows.isEmpty {
@@ -518,7 +519,7 @@ struct DeliveryQueue: Sendable {
         }
         if !chunks.isEmpty {
             try await run(
-                "UPDATE push_job_chunks SET lease_until = now() WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)")
+                "UPDATE push_job_chunks SET lease_until = now(), lease_owner = '' WHERE id = ANY(\(chunks)) AND lease_owner = \(worker)")
         }
     }
 

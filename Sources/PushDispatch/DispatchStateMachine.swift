@@ -463,7 +463,7 @@ struct DispatchStateMachine {
         if let proved = decision.proved { write.provenProjects.append(proved) }
         if let warning = decision.warning { actions.append(.log(.warning, warning, ["push.job_id": "\(job.id)"])) }
         if let reason = decision.failJob { failJob(job.id, reason, into: &write) }
-        if case .noAnswer(let reason) = outcome { noteUnanswered(app: job.appCode, reason: reason, now: now, actions: &actions) }
+        if case .noAnswer(let reason) = outcome { noteUnanswered(reason: reason, now: now, actions: &actions) }
         let counted =
             if case .noAnswer = outcome { "no_answer" } else if case .sentUnreadable = outcome {
                 "sent_unreadable"
@@ -509,13 +509,13 @@ struct DispatchStateMachine {
 
     /// The one outcome that may reach a phone twice (the retry of a send FCM may have taken)
     /// gets a line of its own, with how many there were since the previous line.
-    private mutating func noteUnanswered(app: String, reason: String, now: ContinuousClock.Instant, actions: inout [Action]) {
+    private mutating func noteUnanswered(reason: String, now: ContinuousClock.Instant, actions: inout [Action]) {
         unansweredSinceLine += 1
         if let last = unansweredLine, now - last < Self.unansweredLineInterval { return }
         actions.append(
             .log(
                 .warning, "FCM did not answer sends written to it; each spends an attempt and is retried, so a phone may get it twice",
-                ["push.app": "\(app)", "push.reason": "\(reason)", "push.unanswered": "\(unansweredSinceLine)"]))
+                ["push.reason": "\(reason)", "push.unanswered": "\(unansweredSinceLine)"]))
         unansweredLine = now
         unansweredSinceLine = 0
     }

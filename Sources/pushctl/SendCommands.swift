@@ -212,13 +212,19 @@ struct Job: AsyncParsableCommand {
                 var progress = ProgressLine()
                 progress.show(job)
                 // A job ends before the sends in flight at that moment are recorded: they count as
-                // pending until their answers are written, within a worker's FCM deadline.
-                var settleBy = job.status.isFinished ? ContinuousClock.now + Self.inFlightBound : nil
+                // pending until their answers are written, within a worker's FCM deadline of its end
+                // (a job that ended long ago and still has pending rows is not waited for).
+                func settlingBound(_ job: JobSummary) -> ContinuousClock.Instant? {
+                    guard job.status.isFinished else { return nil }
+                    let left = (job.finishedAt ?? Date()).addingTimeInterval(Self.inFlightBound.inSeconds).timeIntervalSinceNow
+                    return ContinuousClock.now + .milliseconds(Int64(max(0, left) * 1000))
+                }
+                var settleBy = settlingBound(job)
                 while settleBy.map({ job.pending > 0 && ContinuousClock.now < $0 }) ?? true {
                     try await Task.sleep(for: .seconds(interval))
                     guard let next = try await jobs.job(id) else { throw CLIError("job \(id) disappeared") }
                     job = next
-                    if job.status.isFinished && settleBy == nil { settleBy = ContinuousClock.now + Self.inFlightBound }
+                    if settleBy == nil { settleBy = settlingBound(job) }
                     progress.show(job)
                 }
                 progress.end()

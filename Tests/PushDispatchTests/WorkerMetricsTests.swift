@@ -42,8 +42,6 @@ struct WorkerMetricsTests {
         }
     }
 
-    /// METRICS_HOST picks the address: on 127.0.0.2 (loopback, but not 127.0.0.1) the endpoints
-    /// answer there and nothing listens on 127.0.0.1.
     /// The queue gauges' next measurement waits in proportion to what the last one cost the
     /// database, measured by the server: a measurement that waited for a connection (all busy,
     /// or the database just back from an outage) is not taken for an expensive count, which
@@ -64,6 +62,8 @@ struct WorkerMetricsTests {
         }
     }
 
+    /// METRICS_HOST picks the address: on 127.0.0.2 (loopback, but not 127.0.0.1) the endpoints
+    /// answer there and nothing listens on 127.0.0.1.
     @Test func servedOnMetricsHostOnly() async throws {
         try await WorkerFixture.with { fixture in
             var configuration = fixture.configuration

@@ -349,13 +349,15 @@ public struct JobDirectory: Sendable {
                AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
             """)
         // Chunks whose worker is gone: their devices without a row end the same way. A device
-        // an operator deleted meanwhile gets none (its foreign key would refuse the ending).
+        // an operator deleted meanwhile gets none (its foreign key would refuse the ending). A
+        // chunk released at a worker's stop has no owner: nothing of it was in flight.
         try await transaction.query(
             """
             WITH expired AS (
-                DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids)
+                DELETE FROM push_job_chunks WHERE job_id = \(id) AND lease_until <= now() RETURNING device_ids, lease_owner)
             INSERT INTO push_deliveries (job_id, device_id, status, error_code, error_message, job_created_at, app_id)
-            SELECT \(id), dev.id, \(deliveryStatus), \(code), \(heldMessage), j.created_at, j.app_id
+            SELECT \(id), dev.id, \(deliveryStatus), \(code), CASE WHEN lease_owner = '' THEN \(message) ELSE \(heldMessage) END,
+                   j.created_at, j.app_id
               FROM expired CROSS JOIN LATERAL unnest(device_ids) AS dev(id) JOIN push_devices d ON d.id = dev.id
               JOIN push_jobs j ON j.id = \(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING

@@ -406,7 +406,7 @@ struct JobEndingTests {
                 sendAt: nil, dryRun: false)
             _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
             // Devices 1 and 2 have rows: 1 waiting for a retry, 2 held by a worker whose lease ran out.
-            // Devices 3 to 5 are a chunk whose worker's lease ran out; device 6 was never taken.
+            // Devices 3 to 5 are a chunk whose worker's lease ran out.
             _ = try await client.query(
                 """
                 INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id, lease_owner, next_attempt_at)
@@ -417,6 +417,12 @@ struct JobEndingTests {
                 """
                 INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
                 SELECT \(job), array_agg(id ORDER BY id), 'gone-worker', now() - interval '1 minute' FROM push_devices WHERE user_id BETWEEN 3 AND 5
+                """)
+            // Device 6's chunk was released by a worker that stopped cleanly: none of it was in flight.
+            _ = try await client.query(
+                """
+                INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
+                SELECT \(job), array_agg(id), '', now() FROM push_devices WHERE user_id = 6
                 """)
             #expect(try await JobDirectory(client: client, logger: testLogger).cancel(job) == .cancelled)
             var messages: [Int64: String] = [:]
@@ -430,7 +436,7 @@ struct JobEndingTests {
                 messages[user] = message
             }
             let held = "the job was cancelled; " + JobDirectory.heldByAStoppedWorker
-            #expect(messages == [1: "the job was cancelled", 2: held, 3: held, 4: held, 5: held])
+            #expect(messages == [1: "the job was cancelled", 2: held, 3: held, 4: held, 5: held, 6: "the job was cancelled"])
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
         }
     }
