@@ -509,19 +509,29 @@ public struct Dispatcher: Service {
     }
 
     private func watchDatabase() async {
-        var watch = DatabaseWatch()
-        while !Task.isCancelled {
-            var failure: String?
-            do {
-                try await queue.ping(within: DatabaseWatch.pingDeadline)
-            } catch {
-                failure = DatabaseErrorText.describe(error)
+        let pings = DatabasePings()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    do {
+                        try await queue.ping(within: DatabaseWatch.pingDeadline)
+                        pings.answered()
+                    } catch {
+                        pings.failed(DatabaseErrorText.describe(error))
+                    }
+                    try? await Task.sleep(for: DatabaseWatch.interval)
+                }
             }
-            if Task.isCancelled { return }
-            if let line = watch.pinged(answered: failure == nil, error: failure, now: .now) {
-                logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
+            group.addTask {
+                var watch = DatabaseWatch()
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: DatabaseWatch.interval)
+                    let (at, error) = pings.last
+                    if let line = watch.observed(lastAnswer: at, error: error, now: .now) {
+                        logger.log(level: line.level, "\(line.message)", metadata: line.metadata.mapValues { .string($0) })
+                    }
+                }
             }
-            try? await Task.sleep(for: DatabaseWatch.interval)
         }
     }
 
