@@ -375,14 +375,12 @@ struct DispatchStateMachine {
             }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
-                // A brown-out ends when server errors are no longer most answers.
-                if let since = brownOutSince, !failing {
+                // An outage ends with any answer; a brown-out when server errors are no longer most answers.
+                let outageSince = if let since = brownOutSince { failing ? nil : since } else { reachability.unreachableSince }
+                if let since = outageSince {
                     let outage = (now - since).components.seconds
                     actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
                     brownOutSince = nil
-                } else if let since = reachability.unreachableSince, brownOutSince == nil {
-                    let outage = (now - since).components.seconds
-                    actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
                 }
                 // During a brown-out only a probe's answer says FCM takes sends again: one sent
                 // before the breaker opened would let every waiting delivery out for its 503.
