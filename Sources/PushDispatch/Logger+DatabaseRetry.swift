@@ -14,14 +14,12 @@ extension Logger {
             warning("database unavailable, retrying", metadata: metadata)
         } else {
             var metadata = metadata
-            let state = DatabaseErrorText.sqlState(error)?.raw
-            metadata["push.sqlstate"] = "\(state ?? "none")"
-            if state == Self.insufficientPrivilege {
+            let state = DatabaseErrorText.sqlState(error)
+            metadata["push.sqlstate"] = "\(state?.raw ?? "none")"
+            if state == .insufficientPrivilege {
                 metadata["push.hint"] = "run push-worker as the role that owns the tables (the one pushctl migrate ran as)"
             }
             self.error("database refused a statement, retrying", metadata: metadata)
         }
     }
-
-    static let insufficientPrivilege = "42501"
 }

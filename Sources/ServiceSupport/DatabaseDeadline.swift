@@ -30,7 +30,7 @@ public struct DatabaseDeadline: Sendable {
                 if let value = try await group.next() ?? nil { return value }
             } catch
                 where DatabaseErrorText.isServerError(error) && !DatabaseErrorText.isOutage(error)
-                && DatabaseErrorText.sqlState(error)?.raw != Self.queryCanceled
+                && DatabaseErrorText.sqlState(error) != .queryCanceled
             {
                 // The statement was refused (a bad value, an unknown app): the answer, however late.
                 throw error
@@ -40,9 +40,6 @@ public struct DatabaseDeadline: Sendable {
             throw DatabaseUnavailable(waited: limit)
         }
     }
-
-    /// SQLSTATE 57014: a statement_timeout (or a cancel request) stopped the statement.
-    static let queryCanceled = "57014"
 
     /// `Task.sleep` on an event loop timer: a dispatch timer per request costs a thread wake-up
     /// and about 5% of a registration's CPU; an event loop timer is an entry in a heap.

@@ -23,7 +23,7 @@ struct Migrate: AsyncParsableCommand {
                 let applied: [String]
                 do {
                     applied = try await runner.run(on: client, logger: logger)
-                } catch  where DatabaseErrorText.sqlState(error)?.raw == "42501" {
+                } catch  where DatabaseErrorText.sqlState(error) == .insufficientPrivilege {
                     throw CLIError(
                         "\(DatabaseErrorText.describe(error)): migrations create tables and functions, so the role needs CREATE on the schema (PostgreSQL 15 no longer grants it to every role: GRANT CREATE ON SCHEMA public TO the role) and to own what earlier migrations created"
                     )
