@@ -65,6 +65,11 @@ struct DeliveryQueue: Sendable {
         try await run("SELECT push_expire_jobs()").map { try $0.decode(Int64.self) }
     }
 
+    /// Settles the deliveries a job's ending left to a worker that stopped (``JobDirectory/settleHeldAtEndings()``).
+    func settleHeldAtEndings() async throws -> Int {
+        try await JobDirectory(client: client, logger: logger).settleHeldAtEndings()
+    }
+
     /// The most devices in one chunk: a send slice, and what any worker has room to take over.
     static let chunkSize = 64
 

@@ -49,7 +49,7 @@ public struct Dispatcher: Service {
                 companions.addTask { await listenForJobs() }
                 companions.addTask { await heartbeat() }
                 companions.addTask { await measureQueue() }
-                companions.addTask { await expireJobs() }
+                companions.addTask { await settleExpiriesAndEndings() }
                 companions.addTask { await watchDatabase() }
                 await withTaskGroup(of: Bool.self) { pipeline in
                     pipeline.addTask { await writeResults(from: outbox) }
@@ -494,15 +494,22 @@ public struct Dispatcher: Service {
     }
 
     /// Every second: what expired jobs have left is skipped, and those with nothing in flight
-    /// complete (sql/012). Every worker does it; the jobs' row locks keep them from colliding.
-    private func expireJobs() async {
+    /// complete (sql/012); what cancelled and failed jobs' endings left to a stopped worker is
+    /// settled (sql/023). Every worker does it; row locks keep them from colliding.
+    private func settleExpiriesAndEndings() async {
         while !Task.isCancelled {
             do {
                 for job in try await queue.expireJobs() {
                     logger.notice("job expired", metadata: ["push.job_id": "\(job)"])
                 }
+                let settled = try await queue.settleHeldAtEndings()
+                if settled > 0 {
+                    logger.notice(
+                        "deliveries a stopped worker held when their job ended are settled as the ending says",
+                        metadata: ["push.deliveries": "\(settled)"])
+                }
             } catch {
-                logger.debug("expiring jobs failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                logger.debug("settling expired and ended jobs failed", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
             }
             try? await Task.sleep(for: .seconds(1))
         }

@@ -181,18 +181,18 @@ public struct JobDirectory: Sendable {
         let query = PostgresQuery(stringInterpolation: sql)
         do {
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
+            let jobID: Int64?
             if let statementTimeout {
-                let milliseconds =
-                    "\(max(1, statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000))"
-                return try await DatabaseTransaction.run(client, logger: logger) { transaction in
+                let milliseconds = String(max(1, Int((statementTimeout.inSeconds * 1000).rounded(.up))))
+                jobID = try await DatabaseTransaction.run(client, logger: logger) { transaction in
                     try await transaction.query("SELECT set_config('statement_timeout', \(milliseconds), true)")
-                    let rows = try await transaction.query(query)
-                    guard let row = rows.first else { preconditionFailure("the enqueue functions return one row") }
-                    return try row.decode(Int64.self)
+                    return try await transaction.query(query).first?.decode(Int64.self)
                 }
+            } else {
+                jobID = try await DatabaseStatement.run(query, on: client, logger: logger).first?.decode(Int64.self)
             }
-            let rows = try await DatabaseStatement.run(query, on: client, logger: logger)
-            if let row = rows.first { return try row.decode(Int64.self) }
+            guard let jobID else { preconditionFailure("the enqueue functions return one row") }
+            return jobID
         } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
             // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime
@@ -208,7 +208,6 @@ public struct JobDirectory: Sendable {
                 }
             throw EnqueueRejected(description: text, parameter: parameter)
         }
-        preconditionFailure("the enqueue functions return one row")
     }
 
     /// The longest `ttl` the API, the console and pushctl take: ten years, far past FCM's own
@@ -317,6 +316,9 @@ public struct JobDirectory: Sendable {
     /// How an ending's message goes on for a delivery whose worker stopped while holding it.
     public static let heldByAStoppedWorker = "its worker had stopped while holding it, so it may have been sent"
 
+    /// A cancelled job's deliveries' message.
+    static let cancelledMessage = "the job was cancelled"
+
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
@@ -326,7 +328,7 @@ public struct JobDirectory: Sendable {
             // The reason quotes FCM's or Google's answer: as a text column can hold it.
             case .failed(let reason): (.failed, .failed, .jobFailed, reason.storable())
             }
-        let message = reason ?? "the job was cancelled"
+        let message = reason ?? Self.cancelledMessage
         // A lease that ran out means its worker stopped while holding the delivery: it may have
         // been written to FCM, or answered, before the worker's results were.
         let heldMessage = message + "; " + Self.heldByAStoppedWorker
@@ -348,6 +350,16 @@ public struct JobDirectory: Sendable {
              WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
                AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
             """)
+        // What is still pending, a worker holds: if it stops before recording it, the job is
+        // listed for ``settleHeldAtEndings()``.
+        try await transaction.query(
+            """
+            INSERT INTO push_jobs_held_at_ending (job_id)
+            SELECT \(id) WHERE EXISTS (SELECT FROM push_deliveries
+                                        WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
+                                          AND status = 'pending')
+            ON CONFLICT DO NOTHING
+            """)
         // Chunks whose worker is gone: their devices without a row end the same way. A device
         // an operator deleted meanwhile gets none (its foreign key would refuse the ending). A
         // chunk released at a worker's stop has no owner: nothing of it was in flight.
@@ -363,6 +375,40 @@ public struct JobDirectory: Sendable {
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
             """)
         return true
+    }
+
+    /// Settles what an ending left to a worker that then stopped: the held deliveries of
+    /// cancelled and failed jobs whose lease ran out end as the job's ending ended the others,
+    /// saying they may have been sent. A job none of whose deliveries is held any more is
+    /// forgotten. Returns how many deliveries it settled. push-worker runs it every second;
+    /// several at once skip each other's jobs.
+    public func settleHeldAtEndings() async throws -> Int {
+        let rows = try await DatabaseStatement.run(
+            """
+            WITH ended AS (
+                SELECT h.job_id, j.created_at, j.status = 'cancelled' AS cancelled, j.last_error
+                  FROM push_jobs_held_at_ending h JOIN push_jobs j ON j.id = h.job_id
+                   FOR UPDATE OF h SKIP LOCKED),
+            settled AS (
+                UPDATE push_deliveries d
+                   SET status = CASE WHEN e.cancelled THEN \(DeliveryStatus.skipped) ELSE \(DeliveryStatus.failed) END,
+                       error_code = CASE WHEN e.cancelled THEN \(DeliveryErrorCode.cancelled) ELSE \(DeliveryErrorCode.jobFailed) END,
+                       error_message = concat_ws('; ', CASE WHEN e.cancelled THEN \(Self.cancelledMessage) ELSE e.last_error END,
+                                                 \(Self.heldByAStoppedWorker)),
+                       lease_owner = NULL, updated_at = now()
+                  FROM ended e
+                 WHERE d.job_id = e.job_id AND d.job_created_at = e.created_at AND d.status = 'pending' AND d.next_attempt_at <= now()
+                RETURNING d.id),
+            forgotten AS (
+                -- Read before the update above: the rows it settles still look pending here.
+                DELETE FROM push_jobs_held_at_ending h USING ended e
+                 WHERE h.job_id = e.job_id
+                   AND NOT EXISTS (SELECT FROM push_deliveries d
+                                    WHERE d.job_id = e.job_id AND d.job_created_at = e.created_at
+                                      AND d.status = 'pending' AND d.next_attempt_at > now()))
+            SELECT count(*)::int FROM settled
+            """, on: client, logger: logger)
+        return try rows.first?.decode(Int.self) ?? 0
     }
 
     /// Deactivates active devices not seen for `idleDays` (reason `stale`), or only counts them.

@@ -440,4 +440,59 @@ struct JobEndingTests {
             #expect(try await count(client, "SELECT count(*)::int FROM push_job_chunks") == 0)
         }
     }
+
+    /// A job failed while a worker held three of its retries: the held rows stay pending at the
+    /// ending. One the worker then records is its own; one whose lease ran out is settled with
+    /// the job's reason and what it may mean; the job stays listed until the last lease runs out.
+    @Test func heldDeliveriesOfAnEndedJobAreSettledOnlyOnceTheirLeaseRanOut() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query(
+                "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(app), 'held-' || g, 'android' FROM generate_series(1, 3) g"
+            )
+            let jobs = JobDirectory(client: client, logger: testLogger)
+            let job = try await jobs.enqueue(
+                appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
+                sendAt: nil, dryRun: false)
+            _ = try await client.query("UPDATE push_jobs SET status = 'running', audience_complete = true WHERE id = \(job)")
+            _ = try await client.query(
+                """
+                INSERT INTO push_deliveries (job_id, device_id, job_created_at, app_id, lease_owner, next_attempt_at)
+                SELECT \(job), d.id, j.created_at, j.app_id, 'worker-' || d.user_id, now() + interval '1 hour'
+                  FROM push_devices d, push_jobs j WHERE j.id = \(job)
+                """)
+            #expect(try await jobs.end(job, .failed(reason: "SENDER_ID_MISMATCH: the project refused")))
+            let listed: PostgresQuery = "SELECT count(*)::int FROM push_jobs_held_at_ending WHERE job_id = \(job)"
+            #expect(try await count(client, listed) == 1)
+            #expect(try await jobs.settleHeldAtEndings() == 0, "every lease is alive")
+            // User 1's worker records its result; user 2's lease runs out; user 3's is still alive.
+            _ = try await client.query(
+                "UPDATE push_deliveries SET status = 'sent', lease_owner = NULL WHERE job_id = \(job) AND lease_owner = 'worker-1'")
+            _ = try await client.query(
+                "UPDATE push_deliveries SET next_attempt_at = now() - interval '1 second' WHERE job_id = \(job) AND lease_owner = 'worker-2'"
+            )
+            #expect(try await jobs.settleHeldAtEndings() == 1)
+            #expect(try await count(client, listed) == 1, "user 3's delivery is still held")
+            var rows: [Int64: String] = [:]
+            for try await (user, status, code, message) in try await client.query(
+                """
+                SELECT d.user_id, r.status, COALESCE(r.error_code, ''), COALESCE(r.error_message, '')
+                  FROM push_deliveries r JOIN push_devices d ON d.id = r.device_id WHERE r.job_id = \(job)
+                """
+            ).decode((Int64, String, String, String).self) {
+                rows[user] = [status, code, message].joined(separator: "|")
+            }
+            #expect(
+                rows == [
+                    1: "sent||", 2: "failed|JOB_FAILED|SENDER_ID_MISMATCH: the project refused; " + JobDirectory.heldByAStoppedWorker,
+                    3: "pending||",
+                ])
+            _ = try await client.query(
+                "UPDATE push_deliveries SET next_attempt_at = now() - interval '1 second' WHERE job_id = \(job) AND lease_owner = 'worker-3'"
+            )
+            #expect(try await jobs.settleHeldAtEndings() == 1)
+            #expect(try await count(client, listed) == 0)
+            #expect(try await jobs.settleHeldAtEndings() == 0)
+        }
+    }
 }
