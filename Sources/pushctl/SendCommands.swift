@@ -92,9 +92,11 @@ struct MessageOptions: ParsableArguments {
     }
 
     /// Queues the job; the SQL functions' refusals name their parameters, so say which option that was.
-    func enqueue(_ database: DatabaseOptions, userIDs: [Int64]?, platforms: [String]?) async throws -> Int64 {
+    /// Prints the job id alone on standard output (what scripts read), and says on standard
+    /// error when the idempotency key had queued it before.
+    func enqueue(_ database: DatabaseOptions, userIDs: [Int64]?, platforms: [String]?) async throws {
         let (message, sendAt, expiresAt) = (try messageJSON(), try sendAt(), try expiry())
-        return try await withDatabase(database) { client, logger in
+        let job = try await withDatabase(database) { client, logger in
             do {
                 return try await JobDirectory(client: client, logger: logger).enqueue(
                     appCode: app, userIDs: userIDs, platforms: platforms, message: message, idempotencyKey: idempotencyKey,
@@ -102,6 +104,11 @@ struct MessageOptions: ParsableArguments {
             } catch let rejected as EnqueueRejected where rejected.parameter == .expiry {
                 throw CLIError("\(self.expiresAt != nil ? "--expires-at" : "--ttl"): \(rejected.description)")
             }
+        }
+        print(job.id)
+        if job.queuedBefore {
+            FileHandle.standardError.write(
+                Data("pushctl: idempotency key \(idempotencyKey ?? "") had queued job \(job.id) before; nothing new was queued\n".utf8))
         }
     }
 }
@@ -120,7 +127,7 @@ struct Send: AsyncParsableCommand {
         try await reportingErrors {
             guard !users.isEmpty else { throw CLIError("name at least one --user") }
             if let user = users.first(where: { $0 <= 0 }) { throw CLIError("--user must be a positive user id, not \(user)") }
-            print(try await options.enqueue(database, userIDs: users, platforms: nil))
+            try await options.enqueue(database, userIDs: users, platforms: nil)
         }
     }
 }
@@ -135,7 +142,7 @@ struct Campaign: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors {
-            print(try await options.enqueue(database, userIDs: nil, platforms: platforms.isEmpty ? nil : platforms))
+            try await options.enqueue(database, userIDs: nil, platforms: platforms.isEmpty ? nil : platforms)
         }
     }
 }

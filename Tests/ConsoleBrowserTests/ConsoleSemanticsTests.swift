@@ -21,7 +21,8 @@ extension ConsoleBrowserTests {
         let job = try await stack.database.withClient { client in
             try await JobDirectory(client: client, logger: Logger(label: "console-browser-tests")).enqueue(
                 appCode: ConsoleStack.appCode, userIDs: [400], platforms: nil, message: #"{"notification":{"title":"Later"}}"#,
-                idempotencyKey: nil, sendAt: Date().addingTimeInterval(3600), dryRun: false)
+                idempotencyKey: nil, sendAt: Date().addingTimeInterval(3600), dryRun: false
+            ).id
         }
         func path(_ path: String) -> PageState { PageState(name: path.isEmpty ? "/" : path) { try await $0.open(path) } }
         return [

@@ -1,5 +1,6 @@
 import DeviceRegistry
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import PostgresNIO
@@ -267,9 +268,12 @@ struct AdminEndpointTests {
                 .post, "/push/notifications", json: body.replacingOccurrences(of: #""userIds":[1]"#, with: #""campaign":true"#))
             #expect(first.status == .accepted && second.status == .accepted && other.status == .accepted)
             #expect(first.jobID != nil && second.jobID == first.jobID && other.jobID == first.jobID)
+            // A replay says so, as Stripe's API does; a new job does not.
+            let replayed = HTTPField.Name("Idempotent-Replayed")!
+            #expect(first.headers[replayed] == nil && second.headers[replayed] == "true" && other.headers[replayed] == "true")
             let fresh = try await client.admin(
                 .post, "/push/notifications", json: body.replacingOccurrences(of: "order-981", with: "order-982"))
-            #expect(fresh.status == .accepted && fresh.jobID != first.jobID)
+            #expect(fresh.status == .accepted && fresh.jobID != first.jobID && fresh.headers[replayed] == nil)
         }
         #expect(
             try await fixture.database.text(

@@ -43,6 +43,10 @@ struct SendCommandTests {
         #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
         let id = first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(Int64(id) != nil && second.stdout == first.stdout)
+        #expect(!first.stderr.contains("idempotency key"))
+        #expect(
+            second.stderr
+                == "pushctl: idempotency key daily-digest-2026-11-21 had queued job \(id) before; nothing new was queued\n")
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "1")
         #expect(
             try await scalar(database, "SELECT message::text FROM push_jobs")

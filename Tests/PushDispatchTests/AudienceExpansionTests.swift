@@ -270,7 +270,8 @@ struct AudienceExpansionTests {
             let jobs = JobDirectory(client: client, logger: workerLogger)
             let expiring = try await jobs.enqueue(
                 appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
-                sendAt: nil, dryRun: false)
+                sendAt: nil, dryRun: false
+            ).id
             let queue = Self.queue(client, "crashed")
             for job in [cancelled, expiring] {
                 let expanded = try await queue.expandOldestJob(limit: 101)
@@ -310,7 +311,8 @@ struct AudienceExpansionTests {
             """)
         let job = try await JobDirectory(client: client, logger: workerLogger).enqueue(
             appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil, sendAt: nil,
-            dryRun: false)
+            dryRun: false
+        ).id
         return (app, job)
     }
 

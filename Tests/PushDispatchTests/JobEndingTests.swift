@@ -34,7 +34,8 @@ struct JobEndingTests {
                     let job = try await fixture.sql { client in
                         try await JobDirectory(client: client, logger: workerLogger).enqueue(
                             appCode: appCode, userIDs: nil, platforms: nil, message: Self.message(for: ending), idempotencyKey: nil,
-                            sendAt: nil, dryRun: false)
+                            sendAt: nil, dryRun: false
+                        ).id
                     }
                     if ending == .cancelledMidFlight {
                         let start = fixture.emulator.stats.accepted

@@ -33,7 +33,8 @@ public struct Seed: Sendable {
     public func job(app: String = "wowa", users: [Int64]? = [1]) async throws -> Int64 {
         try await JobDirectory(client: client, logger: Self.logger).enqueue(
             appCode: app, userIDs: users, platforms: nil, message: #"{"notification":{"title":"t"}}"#,
-            idempotencyKey: nil, sendAt: nil, dryRun: false)
+            idempotencyKey: nil, sendAt: nil, dryRun: false
+        ).id
     }
 
     /// What a worker leaves once it has expanded a job's audience into the rows seeded for it:

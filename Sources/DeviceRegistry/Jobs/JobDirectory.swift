@@ -121,6 +121,19 @@ public struct JobOutcome: Sendable, Equatable {
     public let count: Int
 }
 
+/// A job `JobDirectory.enqueue` queued, or found queued before under the same idempotency key.
+public struct EnqueuedJob: Sendable, Equatable {
+    public let id: Int64
+    /// The idempotency key had queued this job before: nothing new was queued, whatever the
+    /// message said this time.
+    public let queuedBefore: Bool
+
+    public init(id: Int64, queuedBefore: Bool) {
+        self.id = id
+        self.queuedBefore = queuedBefore
+    }
+}
+
 /// Enqueueing, listing, cancelling jobs, and pruning idle devices: what pushctl (and cron) do.
 public struct JobDirectory: Sendable {
     let client: PostgresClient
@@ -132,8 +145,8 @@ public struct JobDirectory: Sendable {
     }
 
     /// Queues a notification to users, or a campaign to the whole app when `userIDs` is nil,
-    /// through the same SQL functions backend teams call. Returns the job id (the existing one
-    /// when the idempotency key was used before). `priority` nil is the function's default (high
+    /// through the same SQL functions backend teams call. Returns the job (the existing one,
+    /// said so, when the idempotency key was used before). `priority` nil is the function's default (high
     /// for users, bulk for a campaign); `expiresAt` or `ttl` (from `sendAt`), not both, makes what
     /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``. With
     /// `statementTimeout` the server gives the enqueue up (and commits nothing) once it has run
@@ -142,7 +155,7 @@ public struct JobDirectory: Sendable {
         appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
         idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
         priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil, statementTimeout: Duration? = nil
-    ) async throws -> Int64 {
+    ) async throws -> EnqueuedJob {
         if let ttl, (sendAt ?? Date()).addingTimeInterval(ttl.inSeconds) > Self.latestExpiry {
             throw EnqueueRejected(
                 description: "ttl from send_at ends after 9999-12-31, the last day a time is written for", parameter: .expiry)
@@ -181,18 +194,20 @@ public struct JobDirectory: Sendable {
         let query = PostgresQuery(stringInterpolation: sql)
         do {
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
-            let jobID: Int64?
-            if let statementTimeout {
-                let milliseconds = String(max(1, Int((statementTimeout.inSeconds * 1000).rounded(.up))))
-                jobID = try await DatabaseTransaction.run(client, logger: logger) { transaction in
+            return try await DatabaseTransaction.run(client, logger: logger) { transaction in
+                if let statementTimeout {
+                    let milliseconds = String(max(1, Int((statementTimeout.inSeconds * 1000).rounded(.up))))
                     try await transaction.query("SELECT set_config('statement_timeout', \(milliseconds), true)")
-                    return try await transaction.query(query).first?.decode(Int64.self)
                 }
-            } else {
-                jobID = try await DatabaseStatement.run(query, on: client, logger: logger).first?.decode(Int64.self)
+                guard let id = try await transaction.query(query).first?.decode(Int64.self) else {
+                    preconditionFailure("the enqueue functions return one row")
+                }
+                guard idempotencyKey != nil else { return EnqueuedJob(id: id, queuedBefore: false) }
+                // A job this transaction inserted was created at its start (now()); one the key
+                // had queued, in an earlier transaction.
+                let before = try await transaction.query("SELECT created_at <> now() FROM push_jobs WHERE id = \(id)")
+                return EnqueuedJob(id: id, queuedBefore: try before.first?.decode(Bool.self) ?? false)
             }
-            guard let jobID else { preconditionFailure("the enqueue functions return one row") }
-            return jobID
         } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {
             // Data exceptions: the functions' own refusals (22023), a message that is not JSON
             // (22P02), a NUL character PostgreSQL text cannot hold (22021, 22P05), a lifetime

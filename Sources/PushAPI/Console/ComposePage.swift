@@ -229,7 +229,7 @@ extension ConsoleController {
             if fields["action"] == "send" {
                 let id: Int64
                 do {
-                    id = try await admin.queue(notification, logger: context.logger)
+                    id = try await admin.queue(notification, logger: context.logger).id
                 } catch let error as APIError where error.code == APIError.validation("").code {
                     throw ComposeRefusal(api: error.message)
                 }

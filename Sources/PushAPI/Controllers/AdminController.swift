@@ -1,5 +1,6 @@
 import DeviceRegistry
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import ServiceSupport
@@ -140,19 +141,24 @@ struct AdminController {
             await JSONBody.object(
                 from: request, context: context, fields: NotificationRequest.Field.self,
                 limit: Self.notificationBodyLimit))
-        let id = try await queue(body, logger: context.logger)
-        return JSONBody.response(JobCreated(jobId: id), status: .accepted)
+        let job = try await queue(body, logger: context.logger)
+        var response = JSONBody.response(JobCreated(jobId: job.id), status: .accepted)
+        // As Stripe's API says it: the key's earlier job, nothing new queued.
+        if job.queuedBefore { response.headers[Self.idempotentReplayed] = "true" }
+        return response
     }
+
+    static let idempotentReplayed = HTTPField.Name("Idempotent-Replayed")!
 
     /// Queues the job `body` asks for, or refuses it with the API's messages: the one path of
     /// POST /push/notifications and the console's compose page, so both refuse alike.
-    func queue(_ body: NotificationRequest, logger: Logger) async throws -> Int64 {
+    func queue(_ body: NotificationRequest, logger: Logger) async throws -> EnqueuedJob {
         let checked = try body.validated()
         let message = String(decoding: WireJSON.encoded(body.message), as: UTF8.self)
         let jobs = self.jobs(logger)
-        let id: Int64
+        let job: EnqueuedJob
         do {
-            id = try await deadline.run {
+            job = try await deadline.run {
                 try await jobs.enqueue(
                     appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
                     idempotencyKey: body.idempotencyKey, sendAt: checked.sendAt, dryRun: body.dryRun ?? false,
@@ -168,12 +174,12 @@ struct AdminController {
             throw APIError.validation(field.map { "\($0): \(rejected.description)" } ?? rejected.description)
         }
         logger.info(
-            "job queued",
+            job.queuedBefore ? "job queued before with this idempotency key" : "job queued",
             metadata: [
-                "push.job_id": "\(id)", "push.app": "\(body.appCode)",
+                "push.job_id": "\(job.id)", "push.app": "\(body.appCode)",
                 "push.audience": "\(body.userIds.map { "\($0.count) users" } ?? "campaign")",
             ])
-        return id
+        return job
     }
 
     // MARK: jobs

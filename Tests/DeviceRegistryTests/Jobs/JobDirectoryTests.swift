@@ -102,7 +102,8 @@ struct JobPriorityAndExpiryTests {
             func enqueue(users: [Int64]?, _ priority: JobPriority?) async throws -> JobSummary {
                 let id = try await jobs.enqueue(
                     appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
-                    sendAt: nil, dryRun: false, priority: priority)
+                    sendAt: nil, dryRun: false, priority: priority
+                ).id
                 return try #require(try await jobs.job(id))
             }
             #expect(try await enqueue(users: [1], nil).priority == .high)
@@ -122,16 +123,19 @@ struct JobPriorityAndExpiryTests {
             let expiresAt = try #require(ISO8601Time.parse("2030-01-01T10:00:00.250Z"))
             let byTime = try await jobs.enqueue(
                 appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
-                sendAt: sendAt, dryRun: false, expiresAt: expiresAt)
+                sendAt: sendAt, dryRun: false, expiresAt: expiresAt
+            ).id
             #expect(try await stored(client, byTime).expiresAt == expiresAt)
             let byTTL = try await jobs.enqueue(
                 appCode: "wowa", userIDs: nil, platforms: nil, message: Self.message, idempotencyKey: nil,
-                sendAt: sendAt, dryRun: false, ttl: .seconds(90) + .milliseconds(500))
+                sendAt: sendAt, dryRun: false, ttl: .seconds(90) + .milliseconds(500)
+            ).id
             #expect(try await stored(client, byTTL).expiresAt == sendAt + 90.5)
             // Without a send time, from now.
             let fromNow = try await jobs.enqueue(
                 appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message, idempotencyKey: nil,
-                sendAt: nil, dryRun: false, ttl: .seconds(3600))
+                sendAt: nil, dryRun: false, ttl: .seconds(3600)
+            ).id
             let row = try await stored(client, fromNow)
             #expect(abs(try #require(row.expiresAt).timeIntervalSince(row.sendAt) - 3600) < 0.001)
             let summary = try #require(try await jobs.job(byTime))
@@ -169,7 +173,8 @@ struct JobPriorityAndExpiryTests {
                     try await jobs.enqueue(
                         appCode: "wowa", userIDs: users, platforms: nil, message: Self.message, idempotencyKey: nil,
                         sendAt: refusal.sendAt, dryRun: false, priority: .high, expiresAt: refusal.expiresAt,
-                        ttl: refusal.ttl)
+                        ttl: refusal.ttl
+                    ).id
                 }
                 #expect(error?.description.contains(refusal.says) == true, "\(String(describing: error))")
                 #expect(error?.parameter == .expiry, "callers name their expiry option for \(String(describing: error))")
@@ -184,10 +189,12 @@ struct JobPriorityAndExpiryTests {
         try await withApp { (jobs, client) async throws in
             let expiring = try await jobs.enqueue(
                 appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: Self.message,
-                idempotencyKey: nil, sendAt: nil, dryRun: false, priority: .normal, ttl: .seconds(1))
+                idempotencyKey: nil, sendAt: nil, dryRun: false, priority: .normal, ttl: .seconds(1)
+            ).id
             let lasting = try await jobs.enqueue(
                 appCode: "wowa", userIDs: [1], platforms: nil, message: Self.message,
-                idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600))
+                idempotencyKey: nil, sendAt: nil, dryRun: false, ttl: .seconds(3600)
+            ).id
             let before = try #require(try await jobs.job(expiring))
             #expect(before.status == .queued && before.pending == 3 && before.expired == 0 && before.priority == .normal)
             try await Task.sleep(for: .milliseconds(1100))
@@ -225,7 +232,8 @@ struct EnqueueRefusalTests {
             for (app, message, reason, parameter) in refused {
                 await #expect(throws: EnqueueRejected(description: reason, parameter: parameter)) {
                     try await jobs.enqueue(
-                        appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false)
+                        appCode: app, userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil, dryRun: false
+                    ).id
                 }
             }
             // An unset variable in a cron line must not become a key that swallows every later run.
@@ -236,13 +244,15 @@ struct EnqueueRefusalTests {
                     ) {
                         try await jobs.enqueue(
                             appCode: "wowa", userIDs: userIDs, platforms: nil, message: "{}", idempotencyKey: key, sendAt: nil,
-                            dryRun: false)
+                            dryRun: false
+                        ).id
                     }
                 }
             }
             await #expect(throws: EnqueueRejected.self) {
                 try await jobs.enqueue(
-                    appCode: "wowa", userIDs: nil, platforms: nil, message: "not json", idempotencyKey: nil, sendAt: nil, dryRun: false)
+                    appCode: "wowa", userIDs: nil, platforms: nil, message: "not json", idempotencyKey: nil, sendAt: nil, dryRun: false
+                ).id
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
         }
@@ -256,7 +266,8 @@ struct EnqueueRefusalTests {
             for message in [#"{"fcmOptions":{"analyticsLabel":"digest"}}"#, #"{"fcm_options":{"analytics_label":"digest"}}"#] {
                 _ = try await jobs.enqueue(
                     appCode: "wowa", userIDs: [1], platforms: nil, message: message, idempotencyKey: nil, sendAt: nil,
-                    dryRun: false)
+                    dryRun: false
+                ).id
             }
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 2)
         }
@@ -267,13 +278,15 @@ struct EnqueueRefusalTests {
         try await TestPostgres.shared.makeDatabase().withClient { client in
             _ = try await addApp(client)
             let jobs = JobDirectory(client: client, logger: testLogger)
-            func enqueue(dryRun: Bool) async throws -> Int64 {
+            func enqueue(dryRun: Bool) async throws -> EnqueuedJob {
                 try await jobs.enqueue(
                     appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#,
                     idempotencyKey: "daily-digest-2026-11-21", sendAt: nil, dryRun: dryRun)
             }
-            let rehearsal = try await enqueue(dryRun: true)
-            #expect(try await enqueue(dryRun: true) == rehearsal)
+            let first = try await enqueue(dryRun: true)
+            let rehearsal = first.id
+            #expect(!first.queuedBefore)
+            #expect(try await enqueue(dryRun: true) == EnqueuedJob(id: rehearsal, queuedBefore: true))
             await #expect(
                 throws: EnqueueRejected(
                     description:
@@ -371,7 +384,8 @@ struct JobEndingTests {
             )
             let job = try await JobDirectory(client: client, logger: testLogger).enqueue(
                 appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
-                sendAt: nil, dryRun: false)
+                sendAt: nil, dryRun: false
+            ).id
             _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 try await client.withTransaction(logger: testLogger) { expander in
@@ -403,7 +417,8 @@ struct JobEndingTests {
             )
             let job = try await JobDirectory(client: client, logger: testLogger).enqueue(
                 appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
-                sendAt: nil, dryRun: false)
+                sendAt: nil, dryRun: false
+            ).id
             _ = try await client.query("UPDATE push_jobs SET status = 'running' WHERE id = \(job)")
             // Devices 1 and 2 have rows: 1 waiting for a retry, 2 held by a worker whose lease ran out.
             // Devices 3 to 5 are a chunk whose worker's lease ran out.
@@ -453,7 +468,8 @@ struct JobEndingTests {
             let jobs = JobDirectory(client: client, logger: testLogger)
             let job = try await jobs.enqueue(
                 appCode: "wowa", userIDs: [1, 2, 3], platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
-                sendAt: nil, dryRun: false)
+                sendAt: nil, dryRun: false
+            ).id
             _ = try await client.query("UPDATE push_jobs SET status = 'running', audience_complete = true WHERE id = \(job)")
             _ = try await client.query(
                 """

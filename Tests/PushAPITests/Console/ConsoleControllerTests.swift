@@ -37,7 +37,8 @@ struct ConsoleControllerTests {
             let queued = try await seed.job(users: [1])
             _ = try await JobDirectory(client: seed.client, logger: apiLogger).enqueue(
                 appCode: "wowa", userIDs: [1], platforms: nil, message: #"{"notification":{"title":"later"}}"#, idempotencyKey: nil,
-                sendAt: Date().addingTimeInterval(3600), dryRun: false)
+                sendAt: Date().addingTimeInterval(3600), dryRun: false
+            ).id
             let ended = try await seed.job(users: [3])
             try await seed.delivery(job: ended, device: d3, status: .failed, errorCode: "UNREGISTERED", attempts: 1)
             try await seed.run(
@@ -118,7 +119,8 @@ struct ConsoleControllerTests {
                 appCode: "wowa", userIDs: [1, 2, 3], platforms: nil,
                 message:
                     #"{"notification":{"title":\#(String(decoding: try JSONEncoder().encode(Self.hostileTitle), as: UTF8.self))},"data":{"k":"v"}}"#,
-                idempotencyKey: "order-1", sendAt: nil, dryRun: true)
+                idempotencyKey: "order-1", sendAt: nil, dryRun: true
+            ).id
             let devices = [
                 try await seed.device(app: fixture.appID, user: 1, token: "token-one-0123456789abcdef"),
                 try await seed.device(app: fixture.appID, user: 2, token: "token-two-0123456789abcdef"),

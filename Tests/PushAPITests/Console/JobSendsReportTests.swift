@@ -103,7 +103,8 @@ struct JobSendsReportTests {
 
             let scheduled = try await JobDirectory(client: client, logger: apiLogger).enqueue(
                 appCode: "span", userIDs: [1], platforms: nil, message: #"{"notification":{"title":"later"}}"#, idempotencyKey: nil,
-                sendAt: Date().addingTimeInterval(3600), dryRun: false)
+                sendAt: Date().addingTimeInterval(3600), dryRun: false
+            ).id
             let now = Date()
             let notYet = try #require(try await report.sends(job: scheduled, now: now))
             #expect(notYet.slots.count == 1 && notYet.slots.start <= now && notYet.total == SendCounts(), "not due: one empty slot, now")
