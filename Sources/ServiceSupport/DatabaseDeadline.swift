@@ -28,17 +28,21 @@ public struct DatabaseDeadline: Sendable {
             group.cancelAll()
             do {
                 if let value = try await group.next() ?? nil { return value }
-            } catch
-                where DatabaseErrorText.isServerError(error) && !DatabaseErrorText.isOutage(error)
-                && DatabaseErrorText.sqlState(error) != .queryCanceled
-            {
-                // The statement was refused (a bad value, an unknown app): the answer, however late.
+            } catch  where !Self.meansUnavailable(error) {
+                // The statement was refused (a bad value, an unknown app), as the database said it
+                // or as the caller read it (EnqueueRejected): the answer, however late.
                 throw error
             } catch {
                 // Cancelled while waiting for a connection, or stopped by the server's timeout.
             }
             throw DatabaseUnavailable(waited: limit)
         }
+    }
+
+    /// A late error that says only that the deadline passed: the wait for a connection was
+    /// cancelled, the server stopped the statement at its timeout, or the database is away.
+    private static func meansUnavailable(_ error: any Error) -> Bool {
+        error is CancellationError || DatabaseErrorText.isOutage(error) || DatabaseErrorText.sqlState(error) == .queryCanceled
     }
 
     /// `Task.sleep` on an event loop timer: a dispatch timer per request costs a thread wake-up

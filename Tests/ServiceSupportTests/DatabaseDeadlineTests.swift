@@ -36,6 +36,19 @@ struct DatabaseDeadlineTests {
         }
     }
 
+    /// JobDirectory reads the functions' refusals as EnqueueRejected: late, that is still the answer.
+    @Test func aRefusalTheCallerReadAfterTheDeadlineIsStillTheRefusal() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            await #expect(throws: EnqueueRejected(description: "unknown app code \"nope\"", parameter: .appCode)) {
+                try await DatabaseDeadline(limit: .milliseconds(100)).run {
+                    _ = try await DatabaseStatement.run("SELECT pg_sleep(0.4)", on: client, logger: Self.logger)
+                    throw EnqueueRejected(description: "unknown app code \"nope\"", parameter: .appCode)
+                }
+            }
+        }
+    }
+
     @Test func aStatementTheServerStoppedAtItsTimeoutIsUnavailable() async throws {
         await #expect(throws: DatabaseUnavailable.self) {
             _ = try await run("SELECT pg_sleep(5)::text", within: .milliseconds(100))
