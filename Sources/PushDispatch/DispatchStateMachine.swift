@@ -368,7 +368,7 @@ struct DispatchStateMachine {
         switch attempt.result {
         case .success(.answered(let answered, let elapsed)):
             outcome = answered
-            let failing = elapsed != nil && serverFailures.record(serverError: answered.isServerError)
+            let failing = elapsed != nil && serverFailures.record(serverError: answered.isServerError, now: now)
             if failing && answered.isServerError {
                 failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                 return

@@ -14,25 +14,28 @@ struct FCMServerFailures {
     private var next = 0
     private var answers = 0
     private var failures = 0
+    private var lastAnswer: ContinuousClock.Instant?
 
     static let windowSize = 64
     /// So few answers say nothing: one device FCM fails for now and then is not a brown-out.
     static let fewestAnswers = 16
+    /// Answers older than this say nothing about now: a worker whose sends stopped after a
+    /// brown-out would otherwise take its next 503, hours later, for the brown-out going on (and
+    /// past its hour's bound, fail the job). Longer than the breaker's longest wait between
+    /// probes (a minute), so that a brown-out the breaker is probing is not forgotten.
+    static let forgetAfter = Duration.seconds(300)
 
     /// Records an answer; true when FCM is failing as a whole (at least half of at least
     /// `fewestAnswers` recent answers were server errors).
-    mutating func record(serverError: Bool) -> Bool {
+    mutating func record(serverError: Bool, now: ContinuousClock.Instant) -> Bool {
+        if let last = lastAnswer, now - last > Self.forgetAfter { self = FCMServerFailures() }
+        lastAnswer = now
         if answers == Self.windowSize, window[next] { failures -= 1 }
         answers = min(answers + 1, Self.windowSize)
         window[next] = serverError
         if serverError { failures += 1 }
         next = (next + 1) % Self.windowSize
         return answers >= Self.fewestAnswers && failures * 2 >= answers
-    }
-
-    /// FCM answers again: what it answered before says nothing about now.
-    mutating func reset() {
-        self = FCMServerFailures()
     }
 }
 

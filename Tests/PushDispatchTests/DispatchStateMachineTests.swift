@@ -366,6 +366,22 @@ struct DispatchStateMachineTests {
         #expect(late.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered server errors for over 10 s") == true)
     }
 
+    /// A worker whose sends stopped during a brown-out: a 503 long after is one device's, not the
+    /// brown-out going on past its bound.
+    @Test func aServerErrorLongAfterABrownOutSpendsAnAttemptAndFailsNoJob() throws {
+        var machine = machine(concurrency: 32, longestOutage: .seconds(10))
+        let claimed = (1...32).map { Self.delivery($0) }
+        _ = try claim(&machine, claimed)
+        let unavailable = FCMClient.Answer.answered(
+            .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
+            elapsed: .milliseconds(20))
+        for delivery in claimed[0..<16] { _ = machine.answered(answer(delivery, unavailable), now: at(0)) }
+        _ = machine.answered(answer(claimed[16], .answered(.sent(messageID: "m"), elapsed: .milliseconds(20))), now: at(5))
+        let late = Self.written(machine.answered(answer(claimed[17], unavailable), now: at(5 + 301)))
+        #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" } == "pending UNAVAILABLE true")
+        #expect(late.jobFailures.isEmpty && machine.reachability.isReachable)
+    }
+
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2), Self.delivery(3)]

@@ -6,27 +6,40 @@ import Testing
 /// When FCM's server errors are FCM failing as a whole rather than one device's bad luck.
 @Suite("FCM server failures")
 struct FCMServerFailuresTests {
+    let start = ContinuousClock.now
+
     @Test func halfOfSixteenOrMoreRecentAnswersIsABrownOut() {
         var failures = FCMServerFailures()
         // Fifteen server errors in a row are too few answers to say.
         for _ in 0..<15 {
-            let brownOut = failures.record(serverError: true)
+            let brownOut = failures.record(serverError: true, now: start)
             #expect(!brownOut)
         }
-        let sixteenth = failures.record(serverError: true)
+        let sixteenth = failures.record(serverError: true, now: start)
         #expect(sixteenth)
-        failures.reset()
+        failures = FCMServerFailures()
         // Half of the answers, counted over the last 64 only.
         var verdicts: [Bool] = []
-        for _ in 0..<64 { verdicts.append(failures.record(serverError: false)) }
-        for _ in 0..<31 { verdicts.append(failures.record(serverError: true)) }
+        for _ in 0..<64 { verdicts.append(failures.record(serverError: false, now: start)) }
+        for _ in 0..<31 { verdicts.append(failures.record(serverError: true, now: start)) }
         #expect(!verdicts.contains(true))
-        let half = failures.record(serverError: true)
+        let half = failures.record(serverError: true, now: start)
         #expect(half, "32 of the last 64")
         // 33 answers that went through: 31 of the last 64 were server errors.
         var last = true
-        for _ in 0..<33 { last = failures.record(serverError: false) }
+        for _ in 0..<33 { last = failures.record(serverError: false, now: start) }
         #expect(!last, "31 of the last 64")
+    }
+
+    /// Answers a probe a minute apart keep a brown-out; after five minutes without any, what FCM
+    /// answered says nothing about now.
+    @Test func answersFiveMinutesOldAreForgotten() {
+        var failures = FCMServerFailures()
+        for _ in 0..<16 { _ = failures.record(serverError: true, now: start) }
+        let probed = failures.record(serverError: true, now: start + .seconds(61))
+        #expect(probed)
+        let muchLater = failures.record(serverError: true, now: start + .seconds(61) + FCMServerFailures.forgetAfter + .seconds(1))
+        #expect(!muchLater, "one server error after the silence is one device's bad luck")
     }
 
     @Test func serverErrorsAreFCMsOwnNotQuotaNorADevicesRate() {
