@@ -129,6 +129,9 @@ struct DeliveryQueue: Sendable {
         /// False for a taken-over chunk of a job that ended meanwhile: its devices are recorded
         /// as the job's ending says, not sent.
         var jobRunning: Bool
+        /// Of a chunk taken over from a worker that stopped holding it (not one released at a
+        /// clean stop): that worker may have sent it.
+        var mayHaveBeenSent = false
 
         var ended: Claimed {
             var ended = self
@@ -208,8 +211,8 @@ struct DeliveryQueue: Sendable {
         var claimed: [Claimed] = []
         var empty: [(chunk: Int64, job: Int64)] = []
         for row in rows {
-            let (chunk, job, running, device, token, type, active) = try row.decode(
-                (Int64, Int64, Bool, Int64?, String?, TokenType?, Bool?).self)
+            let (chunk, job, running, abandoned, device, token, type, active) = try row.decode(
+                (Int64, Int64, Bool, Bool, Int64?, String?, TokenType?, Bool?).self)
             guard let device, let token, let type else {
                 empty.append((chunk, job))
                 continue
@@ -217,7 +220,7 @@ struct DeliveryQueue: Sendable {
             claimed.append(
                 Claimed(
                     lease: .chunk(chunk), jobID: job, attempts: 0, deviceID: device, token: token,
-                    tokenType: type, deviceActive: active ?? false, jobRunning: running))
+                    tokenType: type, deviceActive: active ?? false, jobRunning: running, mayHaveBeenSent: abandoned))
         }
         return (claimed, empty)
     }
@@ -226,7 +229,7 @@ struct DeliveryQueue: Sendable {
     func takeOverStatement(room: Int, excludingApps paused: [Int64], jobsCreated span: CreationSpan) -> PostgresQuery {
         """
         WITH candidates AS (
-            SELECT c.id FROM push_job_chunks c
+            SELECT c.id, c.lease_owner FROM push_job_chunks c
              WHERE c.lease_until <= now()
                AND (SELECT NOT (j.app_id = ANY(\(paused)::bigint[])) AND j.created_at BETWEEN \(span.earliest) AND \(span.latest)
                       FROM push_jobs j WHERE j.id = c.job_id)
@@ -239,8 +242,9 @@ struct DeliveryQueue: Sendable {
               FROM candidates x
              WHERE c.id = x.id
             RETURNING c.id, c.job_id, c.device_ids)
-        SELECT t.id, t.job_id, j.status = 'running', v.id, v.token, v.token_type, v.is_active
-          FROM taken t JOIN push_jobs j ON j.id = t.job_id
+        -- A chunk released at a clean stop has no owner ('').
+        SELECT t.id, t.job_id, j.status = 'running', x.lease_owner <> '', v.id, v.token, v.token_type, v.is_active
+          FROM taken t JOIN candidates x ON x.id = t.id JOIN push_jobs j ON j.id = t.job_id
                LEFT JOIN LATERAL (
                    SELECT v.id, v.token, v.token_type, v.is_active
                      FROM unnest(t.device_ids) AS dev(id) JOIN push_devices v ON v.id = dev.id
@@ -460,8 +464,14 @@ struct DeliveryQueue: Sendable {
                             WHEN j.status = 'cancelled' THEN 'skipped' ELSE 'failed' END AS status,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
                             WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END AS code,
+                       -- A JOB_ENDED mark's message, if any, goes on after the ending's (a taken-over chunk's
+                       -- "may have been sent").
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')
-                            WHEN j.status = 'cancelled' THEN 'the job was cancelled' ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message,
+                            WHEN r.code = \(DeliveryErrorCode.jobEnded) THEN
+                                 concat_ws('; ', CASE WHEN j.status = 'cancelled' THEN \(JobDirectory.cancelledMessage) ELSE j.last_error END,
+                                           NULLIF(r.message, ''))
+                            WHEN j.status = 'cancelled' THEN \(JobDirectory.cancelledMessage)
+                            ELSE COALESCE(j.last_error, NULLIF(r.message, '')) END AS message,
                        j.created_at AS job_created_at, j.app_id
                   FROM unnest(\(rowIDs)::bigint[], \(jobs)::bigint[], \(devices)::bigint[], \(results.map(\.status))::text[],
                               \(results.map { $0.errorCode?.rawValue ?? "" })::text[], \(results.map { $0.errorMessage ?? "" })::text[],

@@ -222,7 +222,10 @@ struct DispatchStateMachine {
             ready.removeNext(from: lane)
             if !delivery.jobRunning {
                 // Recorded as a retry without an attempt: the write turns it into the job's ending.
-                settle(delivery, job: job, status: .pending, code: .jobEnded, message: "", into: &settled, actions: &actions, now: date)
+                settle(
+                    delivery, job: job, status: .pending, code: .jobEnded,
+                    message: delivery.mayHaveBeenSent ? JobDirectory.heldByAStoppedWorker : "", into: &settled, actions: &actions, now: date
+                )
             } else if let expiry = job.expiresAt, date >= expiry {
                 settle(
                     delivery, job: job, status: .skipped, code: .expired,

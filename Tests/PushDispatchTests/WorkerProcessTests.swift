@@ -178,16 +178,16 @@ struct WorkerProcessTests {
         }
     }
 
-    /// A job cancelled while devices are held back: those devices are recorded as the
-    /// cancellation says and never sent; what was in flight is recorded as sent.
-    /// A job cancelled or failed while a worker holds some of its devices back: those are
-    /// recorded as the job's ending says (the failure's reason included) and never sent.
+    /// A job cancelled or failed while a worker holds back some devices of a chunk it took
+    /// over: those are recorded as the job's ending says (the failure's reason included), with
+    /// what the crashed worker that held them before may have done, and never sent again; what
+    /// was in flight is recorded as sent.
     @Test(arguments: [JobDirectory.Ending.cancelled, .failed(reason: "app wowa: failed by the test")])
     func heldBackDevicesOfAnEndedJobAreRecordedNotSent(_ ending: JobDirectory.Ending) async throws {
         let (status, code, message) =
             switch ending {
-            case .cancelled: ("skipped", "CANCELLED", "the job was cancelled")
-            case .failed(let reason): ("failed", "JOB_FAILED", reason)
+            case .cancelled: ("skipped", "CANCELLED", "the job was cancelled; " + JobDirectory.heldByAStoppedWorker)
+            case .failed(let reason): ("failed", "JOB_FAILED", reason + "; " + JobDirectory.heldByAStoppedWorker)
             }
         try await WorkerFixture.with { fixture in
             let (job, tokens, small, acceptedBefore) = try await takeOverWithDevicesHeldBack(fixture, prefix: "\(status)-dev-")

@@ -332,7 +332,7 @@ public struct JobDirectory: Sendable {
     public static let heldByAStoppedWorker = "its worker had stopped while holding it, so it may have been sent"
 
     /// A cancelled job's deliveries' message.
-    static let cancelledMessage = "the job was cancelled"
+    public static let cancelledMessage = "the job was cancelled"
 
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
@@ -365,16 +365,6 @@ public struct JobDirectory: Sendable {
              WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
                AND status = 'pending' AND (lease_owner IS NULL OR next_attempt_at <= now())
             """)
-        // What is still pending, a worker holds: if it stops before recording it, the job is
-        // listed for ``settleHeldAtEndings()``.
-        try await transaction.query(
-            """
-            INSERT INTO push_jobs_held_at_ending (job_id)
-            SELECT \(id) WHERE EXISTS (SELECT FROM push_deliveries
-                                        WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
-                                          AND status = 'pending')
-            ON CONFLICT DO NOTHING
-            """)
         // Chunks whose worker is gone: their devices without a row end the same way. A device
         // an operator deleted meanwhile gets none (its foreign key would refuse the ending). A
         // chunk released at a worker's stop has no owner: nothing of it was in flight.
@@ -389,14 +379,29 @@ public struct JobDirectory: Sendable {
               JOIN push_jobs j ON j.id = \(id)
             ON CONFLICT ON CONSTRAINT push_deliveries_job_device_key DO NOTHING
             """)
+        // What is still pending or in a chunk, a worker holds, and records when its sends return.
+        // If it stops first, nothing would settle its rows (claims take only running jobs'):
+        // the job is listed for ``settleHeldAtEndings()``. A worker's write that read the job
+        // running before this ending commits after it still holds its chunk or its row now.
+        try await transaction.query(
+            """
+            INSERT INTO push_jobs_held_at_ending (job_id)
+            SELECT \(id) WHERE EXISTS (SELECT FROM push_deliveries
+                                        WHERE job_id = \(id) AND job_created_at = (SELECT created_at FROM push_jobs WHERE id = \(id))
+                                          AND status = 'pending')
+                            OR EXISTS (SELECT FROM push_job_chunks WHERE job_id = \(id))
+            ON CONFLICT DO NOTHING
+            """)
         return true
     }
 
-    /// Settles what an ending left to a worker that then stopped: the held deliveries of
-    /// cancelled and failed jobs whose lease ran out end as the job's ending ended the others,
-    /// saying they may have been sent. A job none of whose deliveries is held any more is
-    /// forgotten. Returns how many deliveries it settled. push-worker runs it every second;
-    /// several at once skip each other's jobs.
+    /// Settles what a job's ending left to its workers once they are done with it: pending
+    /// deliveries of cancelled and failed jobs that no worker holds (a write that raced the
+    /// ending left them), or whose lease ran out (their worker stopped: they may have been
+    /// sent, and say so), end as the job's ending ended the others. A job with nothing pending
+    /// and no chunk left is forgotten, a pass after its last row was settled. Returns how many
+    /// deliveries it settled. push-worker runs it every second; several at once skip each
+    /// other's jobs.
     public func settleHeldAtEndings() async throws -> Int {
         let rows = try await DatabaseStatement.run(
             """
@@ -409,18 +414,20 @@ public struct JobDirectory: Sendable {
                    SET status = CASE WHEN e.cancelled THEN \(DeliveryStatus.skipped) ELSE \(DeliveryStatus.failed) END,
                        error_code = CASE WHEN e.cancelled THEN \(DeliveryErrorCode.cancelled) ELSE \(DeliveryErrorCode.jobFailed) END,
                        error_message = concat_ws('; ', CASE WHEN e.cancelled THEN \(Self.cancelledMessage) ELSE e.last_error END,
-                                                 \(Self.heldByAStoppedWorker)),
+                                                 CASE WHEN d.lease_owner IS NOT NULL THEN \(Self.heldByAStoppedWorker) END),
                        lease_owner = NULL, updated_at = now()
                   FROM ended e
-                 WHERE d.job_id = e.job_id AND d.job_created_at = e.created_at AND d.status = 'pending' AND d.next_attempt_at <= now()
+                 WHERE d.job_id = e.job_id AND d.job_created_at = e.created_at AND d.status = 'pending'
+                   AND (d.lease_owner IS NULL OR d.next_attempt_at <= now())
                 RETURNING d.id),
             forgotten AS (
-                -- Read before the update above: the rows it settles still look pending here.
+                -- Read as the statement began: what the update above settles still looks pending,
+                -- and so does what a worker is writing.
                 DELETE FROM push_jobs_held_at_ending h USING ended e
                  WHERE h.job_id = e.job_id
                    AND NOT EXISTS (SELECT FROM push_deliveries d
-                                    WHERE d.job_id = e.job_id AND d.job_created_at = e.created_at
-                                      AND d.status = 'pending' AND d.next_attempt_at > now()))
+                                    WHERE d.job_id = e.job_id AND d.job_created_at = e.created_at AND d.status = 'pending')
+                   AND NOT EXISTS (SELECT FROM push_job_chunks c WHERE c.job_id = e.job_id))
             SELECT count(*)::int FROM settled
             """, on: client, logger: logger)
         return try rows.first?.decode(Int.self) ?? 0

@@ -507,8 +507,51 @@ struct JobEndingTests {
                 "UPDATE push_deliveries SET next_attempt_at = now() - interval '1 second' WHERE job_id = \(job) AND lease_owner = 'worker-3'"
             )
             #expect(try await jobs.settleHeldAtEndings() == 1)
-            #expect(try await count(client, listed) == 0)
             #expect(try await jobs.settleHeldAtEndings() == 0)
+            #expect(try await count(client, listed) == 0, "forgotten a pass after its last row was settled")
+        }
+    }
+
+    /// A worker's write that read the job running before a cancel commits after it: the retry it
+    /// writes is nobody's. The cancel listed the job for the chunk that worker held, so the
+    /// retry is settled (without "may have been sent": its worker is alive and recorded it), and
+    /// the job is forgotten once nothing is pending and no chunk is left.
+    @Test func aRetryWrittenAfterTheEndingByAWriteThatRacedItIsSettled() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query(
+                "INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (1, \(app), 'raced-1', 'android')")
+            let jobs = JobDirectory(client: client, logger: testLogger)
+            let job = try await jobs.enqueue(
+                appCode: "wowa", userIDs: [1], platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
+                sendAt: nil, dryRun: false
+            ).id
+            _ = try await client.query("UPDATE push_jobs SET status = 'running', audience_complete = true WHERE id = \(job)")
+            _ = try await client.query(
+                """
+                INSERT INTO push_job_chunks (job_id, device_ids, lease_owner, lease_until)
+                SELECT \(job), ARRAY[id], 'worker-1', now() + interval '1 hour' FROM push_devices
+                """)
+            #expect(try await jobs.cancel(job) == .cancelled)
+            let listed: PostgresQuery = "SELECT count(*)::int FROM push_jobs_held_at_ending WHERE job_id = \(job)"
+            #expect(try await count(client, listed) == 1, "the chunk is held")
+            // The worker's write, as it commits: the device's retry, its chunk gone.
+            _ = try await client.query(
+                """
+                WITH finished AS (DELETE FROM push_job_chunks WHERE job_id = \(job))
+                INSERT INTO push_deliveries (job_id, device_id, status, error_code, attempts, next_attempt_at, job_created_at, app_id)
+                SELECT j.id, d.id, 'pending', 'UNAVAILABLE', 1, now() + interval '10 seconds', j.created_at, j.app_id
+                  FROM push_jobs j, push_devices d WHERE j.id = \(job)
+                """)
+            #expect(try await jobs.settleHeldAtEndings() == 1)
+            #expect(
+                try await count(
+                    client,
+                    "SELECT count(*)::int FROM push_deliveries WHERE status = 'skipped' AND error_code = 'CANCELLED' AND error_message = 'the job was cancelled'"
+                ) == 1)
+            #expect(try await count(client, listed) == 1, "forgotten a pass later")
+            #expect(try await jobs.settleHeldAtEndings() == 0)
+            #expect(try await count(client, listed) == 0)
         }
     }
 }

@@ -42,6 +42,7 @@ struct DeliveriesHeldAtAnEndingMigrationTests {
             }
             #expect(listed == [1, 2])
             #expect(try await JobDirectory(client: client, logger: testLogger).settleHeldAtEndings() == 2)
+            #expect(try await JobDirectory(client: client, logger: testLogger).settleHeldAtEndings() == 0)
             #expect(try await count(client, "SELECT count(*)::int FROM push_deliveries WHERE status = 'pending'") == 1)
             #expect(try await count(client, "SELECT count(*)::int FROM push_jobs_held_at_ending") == 0)
         }
