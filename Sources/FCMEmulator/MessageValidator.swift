@@ -86,7 +86,9 @@ enum MessageValidator {
         guard let object = root["message"]?.members else {
             throw PayloadViolation("Invalid value at 'message': the message must be a JSON object.", field: "message")
         }
-        let message = try fieldsBySnakeCaseName(object, allowed: messageFields, at: "message")
+        // A member set to null is one left out, as protobuf's JSON mapping reads it (a map's
+        // values stay strings).
+        let message = try fieldsBySnakeCaseName(object, allowed: messageFields, at: "message").filter { $0.value != .null }
         let target = try target(of: message)
         if let data = message["data"] { try validateData(data) }
         if let notification = message["notification"] { try validateNotification(notification) }
@@ -95,7 +97,7 @@ enum MessageValidator {
             guard let object = value.members else {
                 throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
             }
-            let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)")
+            let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)").filter { $0.value != .null }
             try validateTypedFields(fields, of: field)
         }
         // A body under the limit cannot hold a payload over it, so the common case skips measuring.
@@ -259,7 +261,7 @@ enum MessageValidator {
             throw PayloadViolation("Invalid value at 'message.notification': expected a JSON object.", field: "message.notification")
         }
         _ = try fieldsBySnakeCaseName(notification, allowed: notificationFields, at: "message.notification")
-        for (key, field) in notification where field.string == nil {
+        for (key, field) in notification where field.string == nil && field != .null {
             throw PayloadViolation(
                 "Invalid value at 'message.notification.\(key)' (TYPE_STRING), \(json(field))",
                 field: "message.notification.\(key)"

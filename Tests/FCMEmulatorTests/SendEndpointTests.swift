@@ -211,6 +211,7 @@ struct SendEndpointTests {
             ("unknown message field", #"{"message":{"token":"a","priority":"high"}}"#, "message", false),
             ("unknown top-level field", #"{"message":{"token":"a"},"dry_run":true}"#, "", false),
             ("non-string data value", #"{"message":{"token":"a","data":{"count":1}}}"#, "message.data[0].value", false),
+            ("null data value", #"{"message":{"token":"a","data":{"k":null}}}"#, "message.data[0].value", false),
             ("reserved data key from", #"{"message":{"token":"a","data":{"from":"me"}}}"#, "message.data[0].key", true),
             ("reserved data key google.*", #"{"message":{"token":"a","data":{"a":"1","google.x":"y"}}}"#, "message.data[1].key", true),
             ("reserved data key gcm*", #"{"message":{"token":"a","data":{"gcm.n":"y"}}}"#, "message.data[0].key", true),
@@ -269,12 +270,14 @@ struct SendEndpointTests {
             let bodies = [
                 #"{"validateOnly":false,"message":{"token":"camel","fcmOptions":{"analyticsLabel":"x"},"notification":{"title":"t"}}}"#,
                 #"{"message":{"token":"snake","fcm_options":{"analytics_label":"x"},"android":{"collapse_key":"c","priority":"high","ttl":"60.5s","restrictedPackageName":"p","directBootOk":true,"notification":{"channel_id":"x"}},"apns":{"headers":{"apns-priority":"10"},"payload":{"aps":{"badge":1}}},"webpush":{"headers":{"TTL":"60"},"data":{"k":"v"},"notification":{"title":"t"}}}}"#,
+                // A member set to null is one left out, as protobuf's JSON mapping reads it.
+                #"{"message":{"token":"nulls","notification":{"title":"t","image":null},"data":null,"android":{"ttl":null},"apns":null,"webpush":{"headers":null}}}"#,
             ]
             for body in bodies {
                 let result = try await session.send(accessToken: accessToken, body: body)
                 #expect(result.status == 200, "\(body): \(result.errorMessage ?? "")")
             }
-            #expect(session.emulator.stats.accepted == 2)
+            #expect(session.emulator.stats.accepted == 3)
         }
     }
 

@@ -72,6 +72,13 @@ struct PreparedMessageExpiryTests {
         #expect(String(buffer: plain).hasPrefix(#"{"message":{"android":{"ttl":"60s"}"#))
     }
 
+    /// A member set to null is one left out (protobuf's JSON mapping): the lifetime goes there.
+    @Test func aLifetimeSetToNullIsNotTheMessagesOwn() throws {
+        let message = try Self.message(#"{"android":{"ttl":null,"priority":"high"},"apns":null}"#, secondsBefore: 60)
+        #expect((message["android"] as? [String: Any])?["ttl"] as? String == "60s")
+        #expect((message["apns"] as? [String: Any])?["headers"] as? [String: String] == ["apns-expiration": "1800000000"])
+    }
+
     @Test func withoutAnExpiryNothingIsAdded() throws {
         let buffer = PreparedMessage(messageJSON: #"{"data":{"k":"v"}}"#, validateOnly: false).body(target: "t", type: .fcm)
         #expect(String(buffer: buffer) == #"{"message":{"data":{"k":"v"},"token":"t"}}"#)

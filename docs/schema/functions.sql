@@ -31,7 +31,7 @@ BEGIN
     END IF;
     -- The members every device's request carries, typed as FCM types them: it refuses anything
     -- else for every device, so a campaign would fail only once it runs.
-    IF message ? 'notification' THEN
+    IF jsonb_typeof(message -> 'notification') <> 'null' THEN
         IF jsonb_typeof(message -> 'notification') <> 'object' THEN
             RAISE EXCEPTION 'message.notification must be an object' USING ERRCODE = '22023';
         END IF;
@@ -39,18 +39,18 @@ BEGIN
             IF field NOT IN ('title', 'body', 'image') THEN
                 RAISE EXCEPTION 'message.notification has an unknown field "%" (title, body, image)', field USING ERRCODE = '22023';
             END IF;
-            IF jsonb_typeof(data_value) <> 'string' THEN
+            IF jsonb_typeof(data_value) NOT IN ('string', 'null') THEN
                 RAISE EXCEPTION 'message.notification.% must be a string', field USING ERRCODE = '22023';
             END IF;
         END LOOP;
     END IF;
-    IF jsonb_typeof(message #> '{android,ttl}') IS DISTINCT FROM NULL
+    IF jsonb_typeof(message #> '{android,ttl}') <> 'null'
        AND (jsonb_typeof(message #> '{android,ttl}') <> 'string' OR message #>> '{android,ttl}' !~ '^[0-9]+(\.[0-9]{1,9})?s$') THEN
         RAISE EXCEPTION 'message.android.ttl must be a duration in seconds such as "3600s" or "3.5s"' USING ERRCODE = '22023';
     END IF;
     FOREACH data_path IN ARRAY ARRAY['apns', 'webpush'] LOOP
         data_map := message #> ARRAY[data_path, 'headers'];
-        CONTINUE WHEN data_map IS NULL;
+        CONTINUE WHEN data_map IS NULL OR jsonb_typeof(data_map) = 'null';
         IF jsonb_typeof(data_map) <> 'object' OR EXISTS (SELECT FROM jsonb_each(data_map) h WHERE jsonb_typeof(h.value) <> 'string') THEN
             RAISE EXCEPTION 'message.%.headers must be an object of strings', data_path USING ERRCODE = '22023';
         END IF;
@@ -59,7 +59,7 @@ BEGIN
     -- FCM's servers compare them).
     FOREACH data_path IN ARRAY ARRAY['data', 'android.data', 'webpush.data'] LOOP
         data_map := message #> string_to_array(data_path, '.');
-        CONTINUE WHEN data_map IS NULL;
+        CONTINUE WHEN data_map IS NULL OR jsonb_typeof(data_map) = 'null';
         IF jsonb_typeof(data_map) <> 'object' THEN
             RAISE EXCEPTION 'message.% must be an object of strings', data_path USING ERRCODE = '22023';
         END IF;

@@ -358,6 +358,16 @@ struct EnqueueRefusalTests {
                 try await enqueue(
                     #"{"android":{"ttl":"3.5s"},"apns":{"headers":{"apns-priority":"10"}},"notification":{"image":"https://x"}}"#)
                     == "queued")
+            // A member set to null is one left out, as FCM reads it (Jackson and Python's json write
+            // an unset field so); a map's values are strings still.
+            #expect(
+                try await enqueue(
+                    #"{"notification":{"title":"Hi","image":null},"android":{"ttl":null,"data":null},"apns":{"headers":null},"data":null}"#)
+                    == "queued")
+            #expect(try await enqueue(#"{"notification":null,"webpush":null}"#) == "queued")
+            #expect(try await enqueue(#"{"data":{"k":null}}"#) == "message.data.k must be a string")
+            #expect(
+                try await enqueue(#"{"apns":{"headers":{"apns-priority":null}}}"#) == "message.apns.headers must be an object of strings")
             do {
                 for try await _ in try await client.query(
                     "SELECT push_enqueue(app_code => 'wowa', user_ids => ARRAY[3, 0]::bigint[], message => '{\"data\":{}}'::jsonb)")
@@ -366,7 +376,7 @@ struct EnqueueRefusalTests {
             } catch {
                 #expect(DatabaseErrorText.describe(error) == "user_ids must be positive, as every user id is")
             }
-            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 4)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 6)
         }
     }
 }
