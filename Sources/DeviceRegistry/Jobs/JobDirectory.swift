@@ -149,12 +149,13 @@ public struct JobDirectory: Sendable {
     /// said so, when the idempotency key was used before). `priority` nil is the function's default (high
     /// for users, bulk for a campaign); `expiresAt` or `ttl` (from `sendAt`), not both, makes what
     /// is not sent by then skipped (EXPIRED). Refusals are ``EnqueueRejected``. With
-    /// `statementTimeout` the server gives the enqueue up (and commits nothing) once it has run
-    /// that long: a caller answered "unavailable" must not find the job queued when it retries.
+    /// `giveUpAt` the server gives the enqueue up (and commits nothing) at that moment, however
+    /// long the wait for a connection took: a caller answered "unavailable" then must not find
+    /// the job queued when it retries.
     public func enqueue(
         appCode: String, userIDs: [Int64]?, platforms: [String]?, message: String,
         idempotencyKey: String?, sendAt: Date?, dryRun: Bool,
-        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil, statementTimeout: Duration? = nil
+        priority: JobPriority? = nil, expiresAt: Date? = nil, ttl: Duration? = nil, giveUpAt: ContinuousClock.Instant? = nil
     ) async throws -> EnqueuedJob {
         if let ttl, (sendAt ?? Date()).addingTimeInterval(ttl.inSeconds) > Self.latestExpiry {
             throw EnqueueRejected(
@@ -195,8 +196,8 @@ public struct JobDirectory: Sendable {
         do {
             // The functions' RAISE arrives with the rows, not with the query's start: read inside the do.
             return try await DatabaseTransaction.run(client, logger: logger) { transaction in
-                if let statementTimeout {
-                    let milliseconds = String(max(1, Int((statementTimeout.inSeconds * 1000).rounded(.up))))
+                if let giveUpAt {
+                    let milliseconds = String(max(1, Int(((giveUpAt - .now).inSeconds * 1000).rounded(.up))))
                     try await transaction.query("SELECT set_config('statement_timeout', \(milliseconds), true)")
                 }
                 guard let id = try await transaction.query(query).first?.decode(Int64.self) else {

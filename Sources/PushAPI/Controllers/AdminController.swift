@@ -157,12 +157,13 @@ struct AdminController {
         let message = String(decoding: WireJSON.encoded(body.message), as: UTF8.self)
         let jobs = self.jobs(logger)
         let job: EnqueuedJob
+        let giveUpAt = ContinuousClock.now + deadline.limit
         do {
             job = try await deadline.run {
                 try await jobs.enqueue(
                     appCode: body.appCode, userIDs: body.userIds, platforms: body.platforms, message: message,
                     idempotencyKey: body.idempotencyKey, sendAt: checked.sendAt, dryRun: body.dryRun ?? false,
-                    priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl, statementTimeout: deadline.limit)
+                    priority: checked.priority, expiresAt: checked.expiresAt, ttl: checked.ttl, giveUpAt: giveUpAt)
             }
         } catch let rejected as EnqueueRejected {
             let field: String? =

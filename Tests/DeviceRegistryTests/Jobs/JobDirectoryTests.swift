@@ -564,4 +564,35 @@ struct JobEndingTests {
             #expect(try await count(client, listed) == 0)
         }
     }
+
+    /// The moment to give up bounds the statement, not the statement's own run: an enqueue that
+    /// got its connection at that moment, behind a lock, is given up at once and queues nothing.
+    @Test func anEnqueuePastItsMomentToGiveUpIsAbandonedAtOnce() async throws {
+        let database = try await TestPostgres.shared.makeDatabase()
+        try await database.withClient { client in
+            _ = try await addApp(client)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                let locked = AsyncStream.makeStream(of: Void.self)
+                group.addTask {
+                    try await client.withTransaction(logger: testLogger) { transaction in
+                        _ = try await transaction.query("LOCK TABLE push_jobs IN ACCESS EXCLUSIVE MODE", logger: testLogger)
+                        locked.continuation.yield()
+                        try await Task.sleep(for: .seconds(3))
+                    }
+                }
+                for await _ in locked.stream { break }
+                let start = ContinuousClock.now
+                await #expect {
+                    _ = try await JobDirectory(client: client, logger: testLogger).enqueue(
+                        appCode: "wowa", userIDs: [1], platforms: nil, message: #"{"notification":{"title":"t"}}"#,
+                        idempotencyKey: nil, sendAt: nil, dryRun: false, giveUpAt: start - .seconds(1))
+                } throws: { error in
+                    DatabaseErrorText.sqlState(error) == .queryCanceled
+                }
+                #expect(ContinuousClock.now - start < .seconds(2), "gave up only after \(ContinuousClock.now - start)")
+                try await group.waitForAll()
+            }
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 0)
+        }
+    }
 }
