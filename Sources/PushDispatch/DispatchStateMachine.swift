@@ -495,7 +495,9 @@ struct DispatchStateMachine {
         let bound = reachability.longestOutage
         switch now - (brownOutSince ?? now) >= bound ? .giveUp(outageLongerThan: bound) : verdict {
         case .retry(let at):
-            let wait = max(at - now, retryAfter ?? .zero)
+            // FCM's Retry-After, held to the breaker's longest wait: a brown-out is probed (and
+            // not forgotten, FCMServerFailures.forgetAfter) at least that often.
+            let wait = max(at - now, min(retryAfter ?? .zero, FCMReachability.longestWait))
             record(
                 DeliveryQueue.Result(
                     attempt.claimed, status: .pending, errorCode: code, errorMessage: message, messageID: nil, attempted: false,

@@ -36,6 +36,11 @@ struct FCMReachability {
 
     static let shortestWait = Duration.seconds(1)
     static let longestWait = Duration.seconds(60)
+    /// What FCM did this long ago, with nothing tried since, says nothing about now: a worker
+    /// idle for hours after an outage (its jobs cancelled) starts a new one at its next failure
+    /// instead of failing the new job at once for the old outage's length. Well past the
+    /// longest wait, so that an outage being probed is kept.
+    static let forgetAfter = Duration.seconds(300)
 
     /// `jitter` scales each wait (by 0.75 to 1.25 unless given), so that workers that lost FCM
     /// together do not all come back in the same instant.
@@ -60,7 +65,7 @@ struct FCMReachability {
         guard !probing && now >= retryAt else { return .closed }
         // Past the bound every claimed delivery fails at once if FCM is still away: a probe at a
         // time would take hours to end the jobs that waited.
-        return now - since >= longestOutage ? .unrestricted : .probe
+        return now - since >= longestOutage && now - retryAt <= Self.forgetAfter ? .unrestricted : .probe
     }
 
     /// The probe the last admission allowed went out.
@@ -91,6 +96,8 @@ struct FCMReachability {
         }
         switch state {
         case .reachable:
+            state = .unreachable(since: now, failures: 1, retryAt: now + wait(failures: 1), probing: false)
+        case .unreachable(_, _, let retryAt, _) where now - retryAt > Self.forgetAfter:
             state = .unreachable(since: now, failures: 1, retryAt: now + wait(failures: 1), probing: false)
         case .unreachable(let since, let failures, let retryAt, let probing):
             // Requests already on their way when the breaker opened say nothing new; a failed

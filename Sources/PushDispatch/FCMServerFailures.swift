@@ -22,8 +22,9 @@ struct FCMServerFailures {
     /// Answers older than this say nothing about now: a worker whose sends stopped after a
     /// brown-out would otherwise take its next 503, hours later, for the brown-out going on (and
     /// past its hour's bound, fail the job). Longer than the breaker's longest wait between
-    /// probes (a minute), so that a brown-out the breaker is probing is not forgotten.
-    static let forgetAfter = Duration.seconds(300)
+    /// probes (a minute; a brown-out's waits are held to it), so that a brown-out the breaker is
+    /// probing is not forgotten.
+    static let forgetAfter = FCMReachability.forgetAfter
 
     /// Records an answer; true when FCM is failing as a whole (at least half of at least
     /// `fewestAnswers` recent answers were server errors).

@@ -88,4 +88,17 @@ struct FCMReachabilityTests {
         breaker.answered()
         #expect(breaker.notSent(unreachable: true, probe: false, now: at(40)) == .retry(at: at(41)))
     }
+
+    /// A worker left idle after an outage past its bound (its jobs failed or were cancelled):
+    /// minutes later, nothing tried since, its next failure is a new outage with its own hour.
+    @Test func anOutageNothingTriedForFiveMinutesIsOver() {
+        var breaker = FCMReachability(longestOutage: .seconds(10), jitter: { 1 })
+        _ = breaker.notSent(unreachable: true, probe: false, now: at(0))
+        breaker.probeSent()
+        #expect(breaker.notSent(unreachable: true, probe: true, now: at(12)) == .giveUp(outageLongerThan: .seconds(10)))
+        let later = 14 + FCMReachability.forgetAfter.inSeconds + 1
+        #expect(breaker.admission(now: at(later)) == .probe, "one probe, not every claim failing at once")
+        breaker.probeSent()
+        #expect(breaker.notSent(unreachable: true, probe: true, now: at(later)) == .retry(at: at(later + 1)))
+    }
 }
