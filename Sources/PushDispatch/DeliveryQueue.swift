@@ -65,7 +65,7 @@ struct DeliveryQueue: Sendable {
         try await run("SELECT push_expire_jobs()").map { try $0.decode(Int64.self) }
     }
 
-    /// Settles the deliveries a job's ending left to a worker that stopped (``JobDirectory/settleHeldAtEndings()``).
+    /// Settles what jobs' endings left pending once no worker holds it (``JobDirectory/settleHeldAtEndings()``).
     func settleHeldAtEndings() async throws -> Int {
         try await JobDirectory(client: client, logger: logger).settleHeldAtEndings()
     }

@@ -494,8 +494,8 @@ public struct Dispatcher: Service {
     }
 
     /// Every second: what expired jobs have left is skipped, and those with nothing in flight
-    /// complete (sql/012); what cancelled and failed jobs' endings left to a stopped worker is
-    /// settled (sql/023). Every worker does it; row locks keep them from colliding.
+    /// complete (sql/012); what cancelled and failed jobs' endings left pending is settled once
+    /// no worker holds it (sql/023). Every worker does it; row locks keep them from colliding.
     private func settleExpiriesAndEndings() async {
         while !Task.isCancelled {
             do {
@@ -505,7 +505,7 @@ public struct Dispatcher: Service {
                 let settled = try await queue.settleHeldAtEndings()
                 if settled > 0 {
                     logger.notice(
-                        "deliveries a stopped worker held when their job ended are settled as the ending says",
+                        "deliveries left pending at their job's ending are settled as the ending says",
                         metadata: ["push.deliveries": "\(settled)"])
                 }
             } catch {
