@@ -291,6 +291,14 @@ struct ComposePageTests {
             #expect(!page.text.contains("<tr><td>ios</td>"), "the campaign's platforms only")
             #expect(page.text.contains("POST /v1/projects/PROJECT_ID/messages:send"), "wowa has no credentials yet")
             #expect(page.text.contains(#"<input type="checkbox" name="dryRun" value="on" checked>"#), "the form keeps what was typed")
+            // A member set to null is one left out, as FCM reads it: not carried.
+            let nulls = try await Self.compose(
+                &browser, client,
+                [
+                    ("appCode", "wowa"), ("audience", "campaign"), ("platforms", "ios"), ("content", "json"),
+                    ("message", #"{"notification":null,"data":{"k":"v"},"apns":null}"#), ("action", "preview"),
+                ])
+            #expect(nulls.status == .ok && nulls.text.contains("<tr><td>ios</td><td>data (no apns block)</td></tr>"), "\(nulls.text)")
             #expect(try await fixture.database.text("SELECT count(*)::text FROM push_jobs") == "0")
         }
     }
