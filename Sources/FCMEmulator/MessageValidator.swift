@@ -276,7 +276,8 @@ enum MessageValidator {
             switch value {
             case nil, .null?: 0
             case .string(let text)?: text.utf8.count
-            case .object(let members)?: members.reduce(0) { $0 + $1.key.utf8.count + bytes($1.value) }
+            // A member set to null is one left out: its key weighs nothing.
+            case .object(let members)?: members.reduce(0) { $0 + ($1.value == .null ? 0 : $1.key.utf8.count + bytes($1.value)) }
             case .array(let elements)?: elements.reduce(0) { $0 + bytes($1) }
             case let scalar?: WireJSON.encoded(scalar).count
             }

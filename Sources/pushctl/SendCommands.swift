@@ -108,7 +108,9 @@ struct MessageOptions: ParsableArguments {
         print(job.id)
         if job.queuedBefore {
             FileHandle.standardError.write(
-                Data("pushctl: idempotency key \(idempotencyKey ?? "") had queued job \(job.id) before; nothing new was queued\n".utf8))
+                Data(
+                    "pushctl: idempotency key \"\(TextTable.printable(idempotencyKey ?? ""))\" had queued job \(job.id) before; nothing new was queued\n"
+                        .utf8))
         }
     }
 }

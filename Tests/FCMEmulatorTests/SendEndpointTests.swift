@@ -307,6 +307,9 @@ struct SendEndpointTests {
                 "android":{"notification":{"body":"\#(body)"}},"apns":{"payload":{"aps":{"alert":{"body":"\#(body)"}}}}}}
                 """#
             #expect(try await session.send(accessToken: accessToken, body: perPlatform).status == 200)
+            // A member set to null is left out, and weighs nothing.
+            let withNull = #"{"message":{"token":"big","notification":{"title":"\#(String(repeating: "t", count: 4091))","image":null}}}"#
+            #expect(try await session.send(accessToken: accessToken, body: withNull).status == 200)
         }
     }
 

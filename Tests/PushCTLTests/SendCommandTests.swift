@@ -46,7 +46,7 @@ struct SendCommandTests {
         #expect(!first.stderr.contains("idempotency key"))
         #expect(
             second.stderr
-                == "pushctl: idempotency key daily-digest-2026-11-21 had queued job \(id) before; nothing new was queued\n")
+                == "pushctl: idempotency key \"daily-digest-2026-11-21\" had queued job \(id) before; nothing new was queued\n")
         #expect(try await scalar(database, "SELECT count(*)::text FROM push_jobs") == "1")
         #expect(
             try await scalar(database, "SELECT message::text FROM push_jobs")

@@ -464,7 +464,8 @@ CREATE OR REPLACE FUNCTION public.push_payload_bytes(p_value jsonb)
 AS $function$
 BEGIN
     RETURN CASE COALESCE(jsonb_typeof(p_value), 'null')
-        WHEN 'object' THEN (SELECT COALESCE(sum(octet_length(e.key) + push_payload_bytes(e.value)), 0)::bigint FROM jsonb_each(p_value) e)
+        WHEN 'object' THEN (SELECT COALESCE(sum(octet_length(e.key) + push_payload_bytes(e.value)), 0)::bigint
+                              FROM jsonb_each(p_value) e WHERE jsonb_typeof(e.value) <> 'null')
         WHEN 'array' THEN (SELECT COALESCE(sum(push_payload_bytes(e.value)), 0)::bigint FROM jsonb_array_elements(p_value) e)
         WHEN 'string' THEN octet_length(p_value #>> '{}')
         WHEN 'null' THEN 0

@@ -365,6 +365,11 @@ struct EnqueueRefusalTests {
                     #"{"notification":{"title":"Hi","image":null},"android":{"ttl":null,"data":null},"apns":{"headers":null},"data":null}"#)
                     == "queued")
             #expect(try await enqueue(#"{"notification":null,"webpush":null}"#) == "queued")
+            // …and weighs nothing: 4096 bytes of payload with a null beside them.
+            #expect(
+                try await enqueue(
+                    #"{"notification":{"title":"\#(String(repeating: "t", count: 4091))","image":null},"android":{"data":null}}"#)
+                    == "queued")
             #expect(try await enqueue(#"{"data":{"k":null}}"#) == "message.data.k must be a string")
             #expect(
                 try await enqueue(#"{"apns":{"headers":{"apns-priority":null}}}"#) == "message.apns.headers must be an object of strings")
@@ -376,7 +381,7 @@ struct EnqueueRefusalTests {
             } catch {
                 #expect(DatabaseErrorText.describe(error) == "user_ids must be positive, as every user id is")
             }
-            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 6)
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 7)
         }
     }
 }
