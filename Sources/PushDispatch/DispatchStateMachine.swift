@@ -382,7 +382,7 @@ struct DispatchStateMachine {
                 let outageSince = if let since = brownOutSince { failing ? nil : since } else { reachability.unreachableSince }
                 if let since = outageSince {
                     let outage = (now - since).components.seconds
-                    actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.unreachable_seconds": "\(outage)"]))
+                    actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.outage_seconds": "\(outage)"]))
                     brownOutSince = nil
                 }
                 // During a brown-out only a probe's answer says FCM takes sends again: one sent
