@@ -86,9 +86,8 @@ enum MessageValidator {
         guard let object = root["message"]?.members else {
             throw PayloadViolation("Invalid value at 'message': the message must be a JSON object.", field: "message")
         }
-        // A member set to null is one left out, as protobuf's JSON mapping reads it (a map's
-        // values stay strings).
-        let message = try fieldsBySnakeCaseName(object, allowed: messageFields, at: "message").filter { $0.value != .null }
+        // A map's values stay strings: only the message's and its objects' members may be null.
+        let message = try fieldsBySnakeCaseName(object, allowed: messageFields, at: "message").setMembers
         let target = try target(of: message)
         if let data = message["data"] { try validateData(data) }
         if let notification = message["notification"] { try validateNotification(notification) }
@@ -97,7 +96,7 @@ enum MessageValidator {
             guard let object = value.members else {
                 throw PayloadViolation("Invalid value at 'message.\(field)': expected a JSON object.", field: "message.\(field)")
             }
-            let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)").filter { $0.value != .null }
+            let fields = try fieldsBySnakeCaseName(object, allowed: allowed, at: "message.\(field)").setMembers
             try validateTypedFields(fields, of: field)
         }
         // A body under the limit cannot hold a payload over it, so the common case skips measuring.
@@ -261,7 +260,7 @@ enum MessageValidator {
             throw PayloadViolation("Invalid value at 'message.notification': expected a JSON object.", field: "message.notification")
         }
         _ = try fieldsBySnakeCaseName(notification, allowed: notificationFields, at: "message.notification")
-        for (key, field) in notification where field.string == nil && field != .null {
+        for (key, field) in notification.setMembers where field.string == nil {
             throw PayloadViolation(
                 "Invalid value at 'message.notification.\(key)' (TYPE_STRING), \(json(field))",
                 field: "message.notification.\(key)"
@@ -276,8 +275,7 @@ enum MessageValidator {
             switch value {
             case nil, .null?: 0
             case .string(let text)?: text.utf8.count
-            // A member set to null is one left out: its key weighs nothing.
-            case .object(let members)?: members.reduce(0) { $0 + ($1.value == .null ? 0 : $1.key.utf8.count + bytes($1.value)) }
+            case .object(let members)?: members.setMembers.reduce(0) { $0 + $1.key.utf8.count + bytes($1.value) }
             case .array(let elements)?: elements.reduce(0) { $0 + bytes($1) }
             case let scalar?: WireJSON.encoded(scalar).count
             }

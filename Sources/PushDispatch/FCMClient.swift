@@ -131,12 +131,11 @@ struct PreparedMessage: Sendable {
         var added = false
         /// Sets `message[object][name]`, or with `headers` `message[object].headers[name]`, unless
         /// the message sets it itself (a header in any case: HTTP's names are case-insensitive; a
-        /// field set to null is left out, as FCM reads it).
+        /// field set to null is not set).
         func add(_ value: String, as name: String, in object: String, headers: Bool) {
             var platform = message[object]?.members ?? [:]
             var fields = headers ? platform["headers"]?.members ?? [:] : platform
-            let present =
-                headers ? fields.keys.contains { $0.lowercased() == name.lowercased() } : fields[name].map { $0 != .null } ?? false
+            let present = headers ? fields.keys.contains { $0.lowercased() == name.lowercased() } : fields.setMembers[name] != nil
             guard !present else { return }
             fields[name] = .string(value)
             if headers { platform["headers"] = .object(fields) } else { platform = fields }

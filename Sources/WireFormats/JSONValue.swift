@@ -103,3 +103,9 @@ extension JSONValue {
         }
     }
 }
+
+extension [String: JSONValue] {
+    /// The members that are set: one set to null is one left out, as protobuf's JSON mapping
+    /// (and so FCM) reads it.
+    public var setMembers: [String: JSONValue] { filter { $0.value != .null } }
+}

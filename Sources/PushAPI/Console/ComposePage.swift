@@ -268,8 +268,7 @@ extension ConsoleController {
             messageJSON: stored, dryRun: notification.dryRun ?? false, expiresAt: expiresAt,
             target: "DEVICE-TOKEN", type: .fcm, sendAt: sendAt)
         let platforms = notification.platforms?.compactMap(Platform.init(rawValue:)) ?? Platform.allCases
-        // A member set to null is one left out, as FCM reads it.
-        let sent = ((try? JSONParser.parse(Data(body.utf8)))?["message"]?.members ?? [:]).filter { $0.value != .null }
+        let sent = ((try? JSONParser.parse(Data(body.utf8)))?["message"]?.members ?? [:]).setMembers
         let shared = ["notification", "data", "fcm_options", "fcmOptions"].filter { sent[$0] != nil }
         return ComposePreview(
             endpoint: "POST /v1/projects/\(app?.fcmProjectID ?? "PROJECT_ID")/messages:send",
