@@ -99,9 +99,14 @@ struct DispatchStateMachine {
     private var mayFindMore = true
     private var cursor = ClaimCursor()
     private(set) var reachability: FCMReachability
+    /// The answers of apps not in a brown-out of their own.
     private var serverFailures = FCMServerFailures()
     /// When most of FCM's answers became server errors; nil when they are not.
     private var brownOutSince: ContinuousClock.Instant?
+    private var appServerFailures: [Int64: FCMServerFailures] = [:]
+    /// Apps whose sends FCM answers with server errors while it answers other apps well: each
+    /// paused on a breaker of its own (its waits and bound), the other apps sending on.
+    private var appBrownOuts: [Int64: FCMReachability] = [:]
     private var policy: DeliveryPolicy
     private var jobs: [Int64: (job: DeliveryQueue.Job, loaded: ContinuousClock.Instant)] = [:]
     /// When each job was last seen running: a ready delivery goes out only while that is recent,
@@ -283,6 +288,10 @@ struct DispatchStateMachine {
         }
         for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
+        for (app, failures) in appServerFailures where failures.lastAnswer.map({ now - $0 > FCMServerFailures.forgetAfter }) ?? true {
+            appServerFailures[app] = nil
+            appBrownOuts[app] = nil
+        }
         for (id, entry) in jobs where now - entry.loaded > Self.jobMemory {
             jobs[id] = nil
             confirmedRunning[id] = nil
@@ -371,8 +380,29 @@ struct DispatchStateMachine {
         switch attempt.result {
         case .success(.answered(let answered, let elapsed)):
             outcome = answered
-            let failing = elapsed != nil && serverFailures.record(serverError: answered.isServerError, now: now)
-            if failing && answered.isServerError {
+            let serverError = answered.isServerError
+            var failing = false
+            if elapsed != nil {
+                let app = job.appID
+                let appFailing = appServerFailures[app, default: FCMServerFailures()].record(serverError: serverError, now: now)
+                if serverError && (appBrownOuts[app] != nil || appFailing && anotherAppAnswersWell(than: app, now: now)) {
+                    failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                    return
+                }
+                if let breaker = appBrownOuts[app], !appFailing {
+                    appBrownOuts[app] = nil
+                    let outage = (now - (breaker.unreachableSince ?? now)).components.seconds
+                    actions.append(
+                        .log(
+                            .notice, "FCM answers the app's sends again; its sending resumes",
+                            ["push.app": "\(job.appCode)", "push.outage_seconds": "\(outage)"]))
+                }
+                // Server errors are FCM failing as a whole unless another app's answers say otherwise.
+                failing =
+                    appBrownOuts[app] == nil && serverFailures.record(serverError: serverError, now: now)
+                    && !(serverError && anotherAppAnswersWell(than: app, now: now))
+            }
+            if failing && serverError {
                 failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                 return
             }
@@ -505,6 +535,53 @@ struct DispatchStateMachine {
             actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
         case .giveUp(let bound):
             let reason = "FCM answered server errors for over \(bound.components.seconds) s: \(code): \(message)"
+            settle(attempt.claimed, job: job, status: .failed, code: code, message: reason, into: &write, actions: &actions, now: date)
+            failJob(job.id, "app \(job.appCode): \(reason)", into: &write)
+        }
+    }
+
+    /// Whether an app other than `app` had its last answer, lately, from FCM well.
+    private func anotherAppAnswersWell(than app: Int64, now: ContinuousClock.Instant) -> Bool {
+        appServerFailures.contains { $0.key != app && $0.value.answersWell(now: now) }
+    }
+
+    /// A server error while most of this app's answers are, and FCM answers other apps well: its
+    /// project's trouble, not FCM's. The delivery waits without spending an attempt, and the app
+    /// is paused (1 s doubling to a minute, or FCM's Retry-After held to that) while the others
+    /// send on; after the longest outage its jobs fail. Unlike FCM's brown-out, there is no
+    /// single probe: the app's due deliveries go out when the pause ends, to a FCM that is
+    /// taking everyone else's sends.
+    private mutating func failingApp(
+        _ attempt: Attempt, _ answered: SendOutcome, now: ContinuousClock.Instant, date: Date, write: inout Outbox.Batch,
+        actions: inout [Action]
+    ) {
+        guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
+        let job = attempt.job
+        // A probe of FCM's breaker that found this app's trouble says nothing of FCM's: another goes.
+        if attempt.probe { reachability.probeInconclusive() }
+        var breaker = appBrownOuts[job.appID] ?? reachability.closed
+        if appBrownOuts[job.appID] == nil {
+            // Its failures are left out of the worker's window, where they would stand for FCM's.
+            serverFailures = FCMServerFailures()
+            actions.append(
+                .log(
+                    .warning,
+                    "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
+                    ["push.app": "\(job.appCode)", "push.reason": "\(code): \(message)"]))
+        }
+        let verdict = breaker.notSent(unreachable: true, probe: false, now: now)
+        appBrownOuts[job.appID] = breaker
+        switch verdict {
+        case .retry(let at):
+            let wait = max(at - now, min(retryAfter ?? .zero, FCMReachability.longestWait))
+            record(
+                DeliveryQueue.Result(
+                    attempt.claimed, status: .pending, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
+                    nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
+            pause(app: job.appID, for: wait, now: now)
+            actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
+        case .giveUp(let bound):
+            let reason = "FCM answered the app's sends with server errors for over \(bound.components.seconds) s: \(code): \(message)"
             settle(attempt.claimed, job: job, status: .failed, code: code, message: reason, into: &write, actions: &actions, now: date)
             failJob(job.id, "app \(job.appCode): \(reason)", into: &write)
         }

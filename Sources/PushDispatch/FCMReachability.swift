@@ -49,6 +49,14 @@ struct FCMReachability {
         self.jitter = jitter
     }
 
+    /// The same breaker (its bound and jitter), closed: for one app's brown-out, backed off and
+    /// bounded as FCM's.
+    var closed: FCMReachability {
+        var copy = self
+        copy.state = .reachable
+        return copy
+    }
+
     var isReachable: Bool {
         if case .reachable = state { return true }
         return false

@@ -374,6 +374,89 @@ struct DispatchStateMachineTests {
         #expect(long.jobFailures.isEmpty && reachable)
     }
 
+    /// FCM failing one app's project while it answers another's well: that app alone waits,
+    /// paused on a breaker of its own (no attempts spent), the other sends on and its own server
+    /// errors are one device's again; the app resumes once its answers are no longer mostly
+    /// server errors. Two apps failing together are FCM's brown-out, as before.
+    @Test func serverErrorsOfOneAppWhileFCMAnswersAnotherWellPauseThatAppOnly() throws {
+        var machine = machine(concurrency: 64)
+        let sick = (1...40).map { Self.delivery($0, job: 1) }
+        let well = (41...64).map { Self.delivery($0, job: 2) }
+        let jobs = [Self.job(1), Self.otherAppsJob(2)]
+        #expect(Self.sent(try claim(&machine, sick + well, jobs: jobs)).count == 64)
+        func answer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, at second: Double) -> [DispatchStateMachine.Action] {
+            machine.answered(
+                .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: false), now: at(second))
+        }
+        let sent = FCMClient.Answer.answered(.sent(messageID: "m"), elapsed: .milliseconds(20))
+        for delivery in well[0..<20] { _ = answer(delivery, sent, at: 0.1) }
+        // Its first fifteen 503s spend an attempt each, as one device's would.
+        for delivery in sick[0..<15] { #expect(Self.written(answer(delivery, Self.unavailable, at: 0.2)).results.first?.attempted == true) }
+        // The sixteenth: the app's brown-out, said once, for the app only.
+        let tipping = answer(sick[15], Self.unavailable, at: 0.3)
+        #expect(
+            Self.written(tipping).results.first.map { "\($0.status) \($0.attempted) \($0.nextAttempt > Date())" } == "pending false true")
+        #expect(
+            Self.logged(tipping) == [
+                "warning FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on"
+            ])
+        #expect(machine.reachability.isReachable && machine.pausedApps(now: at(0.3)) == [7])
+        for delivery in sick[16..<40] {
+            let held = answer(delivery, Self.unavailable, at: 0.35)
+            #expect(Self.written(held).results.first?.attempted == false && Self.logged(held).isEmpty)
+        }
+        // The other app's own 503 is one device's: an attempt, no breaker.
+        #expect(Self.written(answer(well[20], Self.unavailable, at: 0.4)).results.first?.attempted == true)
+        #expect(machine.reachability.isReachable && machine.pausedApps(now: at(0.4)) == [7])
+        // After its pause, its first 503 doubles the wait (1 s, then 2 s).
+        #expect(machine.pausedApps(now: at(1.31)).isEmpty)
+        let again = Self.written(answer(sick[0], Self.unavailable, at: 1.5))
+        #expect(
+            again.results.first?.attempted == false && machine.pausedApps(now: at(3.49)) == [7] && machine.pausedApps(now: at(3.51)).isEmpty
+        )
+        // Answers that went through, until server errors are fewer than half of its last ones: back, said once.
+        var lines: [String] = []
+        for delivery in sick[0..<40] { lines += Self.logged(answer(delivery, sent, at: 4)) }
+        #expect(lines == ["notice FCM answers the app's sends again; its sending resumes"], "\(lines)")
+        #expect(Self.written(answer(sick[1], Self.unavailable, at: 4.1)).results.first?.attempted == true)
+    }
+
+    /// An app's brown-out is bounded as FCM's: past the longest outage its jobs fail. Without an
+    /// answer from another app in the last ten seconds, nothing says FCM answers anyone well: the
+    /// same 503s are FCM's brown-out, behind the breaker for every app.
+    @Test func anAppsBrownOutIsBoundedAndWithoutAnotherAppsAnswersItIsFCMs() throws {
+        func brownOut(otherAnswersAt second: Double) throws -> (DispatchStateMachine, [DeliveryQueue.Claimed]) {
+            var machine = machine(concurrency: 64, longestOutage: .seconds(10))
+            let sick = (1...40).map { Self.delivery($0, job: 1) }
+            let well = Self.delivery(41, job: 2)
+            #expect(Self.sent(try claim(&machine, sick + [well], jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 41)
+            _ = machine.answered(
+                .init(
+                    claimed: well, job: Self.otherAppsJob(2), result: .success(.answered(.sent(messageID: "m"), elapsed: .milliseconds(9))),
+                    probe: false), now: at(second))
+            for delivery in sick[0..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(11)) }
+            return (machine, sick)
+        }
+        var (paused, sick) = try brownOut(otherAnswersAt: 10.9)
+        #expect(paused.reachability.isReachable && paused.pausedApps(now: at(11)) == [7])
+        let late = Self.written(paused.answered(answer(sick[16], Self.unavailable), now: at(21.5)))
+        #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-")" } == "failed UNAVAILABLE")
+        #expect(late.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered the app's sends with server errors for over 10 s") == true)
+        var (fcmWide, _) = try brownOut(otherAnswersAt: 0.5)
+        #expect(!fcmWide.reachability.isReachable && fcmWide.pausedApps(now: at(11)).isEmpty)
+    }
+
+    static let unavailable = FCMClient.Answer.answered(
+        .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
+        elapsed: .milliseconds(20))
+
+    /// A job of another app (8, "other").
+    static func otherAppsJob(_ id: Int64) -> DeliveryQueue.Job {
+        .init(
+            id: id, appID: 8, appCode: "other", message: PreparedMessage(messageJSON: "{}", validateOnly: false), account: account,
+            projectProven: true)
+    }
+
     @Test func quotaAndTokenEndpointWaitsPauseTheApp() throws {
         var machine = machine()
         let claimed = [Self.delivery(1), Self.delivery(2), Self.delivery(3)]

@@ -397,6 +397,59 @@ struct DispatchTests {
         }
     }
 
+    /// FCM answering one app's project with 503s while it takes another app's sends: that app
+    /// alone waits, spending no more attempts, while the other's jobs go out; once FCM takes its
+    /// sends again its job completes, every device sent.
+    @Test func oneAppsServerErrorsWhileAnotherIsAnsweredWellHoldThatAppOnly() async throws {
+        try await WorkerFixture.with { fixture in
+            let sickApp = try await fixture.addOtherApp(code: "sick")
+            let tokens = (1...40).map { "tok-sick-\($0)" }
+            try await fixture.sql { (client: PostgresClient) async throws -> Void in
+                for (index, token) in tokens.enumerated() {
+                    _ = try await DeviceDirectory(client: client).register(
+                        DeviceRegistration(token: token, platform: "android", deviceID: nil, tokenType: nil), userID: Int64(index + 1),
+                        appID: sickApp, logger: workerLogger)
+                }
+            }
+            try await fixture.register((1...40).map { "tok-well-\($0)" })
+            fixture.emulator.script(tokenPrefix: "tok-sick-", .unavailable(times: 100_000, retryAfter: nil))
+            let log = CapturedLog()
+            var worker = WorkerService(configuration: fixture.configuration)
+            worker.logger = log.logger(level: .info)
+            let appsWarning = "warning FCM answers most of the app's sends with server errors and other apps' well"
+            let (sick, ended, later) = try await fixture.withWorkers([worker]) {
+                () async throws -> (Int64, (status: String, error: String?), String) in
+                #expect(try await fixture.finished(try await fixture.campaign()).status == "completed")
+                let sick = try await fixture.sql { client in
+                    try await JobDirectory(client: client, logger: workerLogger).enqueue(
+                        appCode: "sick", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"Hi"}}"#,
+                        idempotencyKey: nil, sendAt: nil, dryRun: false
+                    ).id
+                }
+                let deadline = ContinuousClock.now + .seconds(20)
+                while !log.lines.contains(where: { $0.hasPrefix(appsWarning) }) && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let later = try await fixture.finished(try await fixture.campaign()).status
+                let held = try await fixture.deliveries(sick)
+                #expect(held.values.allSatisfy { $0.status == "pending" && $0.attempts <= 1 }, "\(held.values.map(\.attempts))")
+                fixture.emulator.script(tokenPrefix: "tok-sick-", .success)
+                return (sick, try await fixture.finished(sick, within: .seconds(60)), later)
+            }
+            #expect(ended.status == "completed" && later == "completed", "\(ended)")
+            let rows = try await fixture.deliveries(sick)
+            // At most one attempt spent before the app's answers were mostly 503s, and the one that went through.
+            #expect(
+                rows.count == 40 && rows.values.allSatisfy { $0.status == "sent" && $0.attempts <= 2 },
+                "\(rows.values.map { "\($0.status)/\($0.attempts)" })")
+            #expect(rows.values.count { $0.attempts == 1 } >= 40 - FCMServerFailures.fewestAnswers)
+            let lines = log.lines
+            #expect(lines.count { $0.hasPrefix(appsWarning) && $0.contains("sick") } == 1, "\(lines)")
+            #expect(lines.contains { $0.hasPrefix("notice FCM answers the app's sends again") && $0.contains("sick") })
+            #expect(!lines.contains { $0.contains("FCM answers most sends with server errors") }, "not FCM's brown-out")
+        }
+    }
+
     /// The token endpoint unavailable: the worker backs off from it (requests at 0 s, 1 s, 3 s,
     /// not one per batch), spends no delivery attempt while nothing reaches FCM, and sends
     /// everything once the endpoint is back.
