@@ -97,8 +97,8 @@ struct ConnectionLimitTests {
             // Generous bounds for a loaded 2-core machine: the point is that nothing waits
             // behind the slow clients (before the fix, every request timed out).
             #expect(during.health.allSatisfy { $0 < .seconds(2) } && during.registration.allSatisfy { $0 < .seconds(2) })
-            #expect(during.health.median <= before.health.median * 5 + .milliseconds(50), "\(before) -> \(during)")
-            #expect(during.registration.median <= before.registration.median * 5 + .milliseconds(50), "\(before) -> \(during)")
+            #expect(during.health.median <= before.health.median * 5 + .milliseconds(200), "\(before) -> \(during)")
+            #expect(during.registration.median <= before.registration.median * 5 + .milliseconds(200), "\(before) -> \(during)")
             print(
                 "connection limits: 1,000 slow clients; /healthz median \(before.health.median) -> \(during.health.median), "
                     + "max \(before.health.maximum) -> \(during.health.maximum); registration median \(before.registration.median) "

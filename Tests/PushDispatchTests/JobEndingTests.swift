@@ -27,8 +27,10 @@ struct JobEndingTests {
         try await WorkerFixture.with { fixture in
             let log = CapturedLog()
             let appCode = try await Self.prepare(ending, fixture)
-            // Answers take a few milliseconds, so that every worker holds part of each job.
-            fixture.emulator.script(tokenPrefix: "end-", .slow(.milliseconds(ending == .cancelledMidFlight ? 60 : 5)))
+            // Answers take a few milliseconds, so that every worker holds part of each job; a job
+            // to cancel mid-flight about a second and a half, which a cancel on a busy machine
+            // still reaches.
+            fixture.emulator.script(tokenPrefix: "end-", .slow(.milliseconds(ending == .cancelledMidFlight ? 150 : 5)))
             try await Self.withWorkers(workers, fixture, log: log) {
                 for round in 1...Self.jobsPerCase {
                     let job = try await fixture.sql { client in

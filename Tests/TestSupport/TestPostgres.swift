@@ -30,6 +30,9 @@ public actor TestPostgres {
         let user: String
         let password: String?
         let adminDatabase: String
+        /// The UTC day before the template was migrated: its delivery partitions run from then
+        /// to a week ahead.
+        var templateDay = ""
 
         func url(database: String) -> String {
             let credentials = password.map { "\(user):\($0)" } ?? user
@@ -54,7 +57,19 @@ public actor TestPostgres {
         try await Self.withClient(url: server.url(database: server.adminDatabase)) { client in
             _ = try await client.query("CREATE DATABASE \(unescaped: name) TEMPLATE \(unescaped: template)")
         }
-        return TestDatabase(url: server.url(database: name), name: name)
+        let database = TestDatabase(url: server.url(database: name), name: name)
+        if template == templateName && Self.utcDay() != server.templateDay {
+            // Past midnight the template lacks the newest day a migration would make (a week
+            // ahead): made here as a worker would, so that each copy is a database migrated today.
+            try await Self.withClient(url: database.url) { client in
+                _ = try await client.query("SELECT count(*) FROM push_ensure_delivery_partitions()")
+            }
+        }
+        return database
+    }
+
+    private static func utcDay() -> String {
+        Date().formatted(Date.ISO8601FormatStyle(timeZone: .gmt).year().month().day())
     }
 
     private func ensureServer() async throws -> Server {
@@ -66,7 +81,7 @@ public actor TestPostgres {
     }
 
     private static func startServer(templateName: String) async throws -> Server {
-        let server: Server
+        var server: Server
         if let url = ProcessInfo.processInfo.environment["TEST_DATABASE_URL"], !url.isEmpty {
             let configuration = try DatabaseConfiguration.parse(url)
             server = Server(
@@ -82,6 +97,7 @@ public actor TestPostgres {
             try await client.query("DROP DATABASE IF EXISTS \(unescaped: templateName)")
             _ = try await client.query("CREATE DATABASE \(unescaped: templateName) TEMPLATE template0")
         }
+        server.templateDay = utcDay()
         _ = try await Self.withClient(url: server.url(database: templateName)) { client in
             try await MigrationRunner.bundled().run(on: client, logger: Logger(label: "test-migrations"))
         }
