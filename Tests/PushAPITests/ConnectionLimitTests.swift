@@ -181,7 +181,7 @@ struct ConnectionLimitTests {
                 "POST /push/devices HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer \(fixture.token())\r\n"
                 + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
             for connection in busy { #expect(connection.send(head)) }
-            try await Task.sleep(for: .milliseconds(300))
+            try await Task.sleep(for: .seconds(1))
 
             let refused = try #require(try HeldConnection.connect(1, port: server.port).first)
             let closedAt = await HeldConnection.closingTimes(of: [refused], within: .seconds(2))

@@ -94,7 +94,7 @@ struct CancellationTests {
     @Test func scheduledJobsSurviveARestartFireOnTimeAndCancelledOnesNever() async throws {
         try await WorkerFixture.with { fixture in
             try await fixture.register(["tok-scheduled", "tok-called-off"], users: [1, 2])
-            let sendAt = Date().addingTimeInterval(4)
+            let sendAt = Date().addingTimeInterval(8)
             let scheduled = try await fixture.enqueue(users: [1], sendAt: sendAt)
             let calledOff = try await fixture.enqueue(users: [2], sendAt: sendAt)
             #expect(try await fixture.sql { try await JobDirectory(client: $0, logger: workerLogger).cancel(calledOff) } == .cancelled)
