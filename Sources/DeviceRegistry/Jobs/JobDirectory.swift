@@ -204,9 +204,10 @@ public struct JobDirectory: Sendable {
                     preconditionFailure("the enqueue functions return one row")
                 }
                 guard idempotencyKey != nil else { return EnqueuedJob(id: id, queuedBefore: false) }
-                // A job this transaction inserted was created at its start (now()); one the key
-                // had queued, in an earlier transaction.
-                let before = try await transaction.query("SELECT created_at <> now() FROM push_jobs WHERE id = \(id)")
+                // A job this transaction inserted carries its transaction id; one the key had
+                // queued, an earlier one's (a replay only reads, so it may have no id of its own).
+                let before = try await transaction.query(
+                    "SELECT (xmin = pg_current_xact_id_if_assigned()::xid) IS NOT TRUE FROM push_jobs WHERE id = \(id)")
                 return EnqueuedJob(id: id, queuedBefore: try before.first?.decode(Bool.self) ?? false)
             }
         } catch  where DatabaseErrorText.sqlState(error)?.isInClass(of: .dataException) == true {

@@ -273,6 +273,27 @@ struct EnqueueRefusalTests {
         }
     }
 
+    /// Enqueues racing with one key queue one job, and only the one that queued it says so: the
+    /// others, which waited for it on the key, are replays, however close together they started.
+    @Test func racingEnqueuesWithOneKeyQueueOneJobAndTheOthersAreReplays() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            _ = try await addApp(client)
+            let jobs = JobDirectory(client: client, logger: testLogger)
+            let enqueued = try await withThrowingTaskGroup(of: EnqueuedJob.self) { group in
+                for _ in 1...8 {
+                    group.addTask {
+                        try await jobs.enqueue(
+                            appCode: "wowa", userIDs: [1], platforms: nil, message: #"{"notification":{"title":"t"}}"#,
+                            idempotencyKey: "order-4711-shipped", sendAt: nil, dryRun: false)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(enqueued.map(\.id)).count == 1 && enqueued.count { !$0.queuedBefore } == 1, "\(enqueued)")
+            #expect(try await count(client, "SELECT count(*)::int FROM push_jobs") == 1)
+        }
+    }
+
     /// A rehearsal must not swallow the real send: the same key with the other dry-run setting is refused.
     @Test func aDryRunAndARealSendNeverShareAnIdempotencyKey() async throws {
         try await TestPostgres.shared.makeDatabase().withClient { client in
