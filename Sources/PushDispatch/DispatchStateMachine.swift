@@ -99,12 +99,11 @@ struct DispatchStateMachine {
     private var mayFindMore = true
     private var cursor = ClaimCursor()
     private(set) var reachability: FCMReachability
-    /// The answers of apps not in a brown-out of their own.
-    private var serverFailures = FCMServerFailures()
     /// When most of FCM's answers became server errors; nil when they are not.
     private var brownOutSince: ContinuousClock.Instant?
+    /// Each app's recent answers: summed, they say whether FCM fails as a whole.
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
-    /// Apps whose sends FCM answers with server errors while it answers other apps well: each
+    /// Apps whose sends FCM answers with server errors while it takes another app's: each
     /// paused on a breaker of its own (its waits and bound), the other apps sending on.
     private var appBrownOuts: [Int64: FCMReachability] = [:]
     private var policy: DeliveryPolicy
@@ -381,35 +380,51 @@ struct DispatchStateMachine {
         case .success(.answered(let answered, let elapsed)):
             outcome = answered
             let serverError = answered.isServerError
-            var failing = false
             if elapsed != nil {
                 let app = job.appID
-                let appFailing = appServerFailures[app, default: FCMServerFailures()].record(serverError: serverError, now: now)
-                if serverError && (appBrownOuts[app] != nil || appFailing && anotherAppAnswersWell(than: app, now: now)) {
-                    failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
-                    return
+                let accepted = if case .sent = answered { true } else { false }
+                let appFailing = appServerFailures[app, default: FCMServerFailures()].record(
+                    serverError: serverError, accepted: accepted, now: now)
+                if let breaker = appBrownOuts[app] {
+                    if serverError {
+                        failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                        return
+                    }
+                    if !appFailing {
+                        appBrownOuts[app] = nil
+                        let outage = (now - (breaker.unreachableSince ?? now)).components.seconds
+                        actions.append(
+                            .log(
+                                .notice, "FCM answers the app's sends again; its sending resumes",
+                                ["push.app": "\(job.appCode)", "push.outage_seconds": "\(outage)"]))
+                    }
+                } else if serverError {
+                    let vouched = anotherAppVouchesForFCM(than: app, now: now)
+                    if appFailing && vouched {
+                        failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                        return
+                    }
+                    // FCM's own trouble unless another app's answers say otherwise: most answers
+                    // of the apps not in a brown-out of their own are server errors, or, with an
+                    // app in one, this app's come in a row too (a small app's few answers would
+                    // otherwise spend its attempts before they are most of anything).
+                    let inARow = appServerFailures[app]?.serverErrorsInARow ?? 0
+                    if !vouched && (fcmFailing(now: now) || !appBrownOuts.isEmpty && inARow >= 2) {
+                        failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                        return
+                    }
                 }
-                if let breaker = appBrownOuts[app], !appFailing {
-                    appBrownOuts[app] = nil
-                    let outage = (now - (breaker.unreachableSince ?? now)).components.seconds
-                    actions.append(
-                        .log(
-                            .notice, "FCM answers the app's sends again; its sending resumes",
-                            ["push.app": "\(job.appCode)", "push.outage_seconds": "\(outage)"]))
-                }
-                // Server errors are FCM failing as a whole unless another app's answers say otherwise.
-                failing =
-                    appBrownOuts[app] == nil && serverFailures.record(serverError: serverError, now: now)
-                    && !(serverError && anotherAppAnswersWell(than: app, now: now))
-            }
-            if failing && serverError {
-                failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
-                return
             }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
-                // An outage ends with any answer; a brown-out when server errors are no longer most answers.
-                let outageSince = if let since = brownOutSince { failing ? nil : since } else { reachability.unreachableSince }
+                // An outage ends with any answer; a brown-out with an answer to an app not in a
+                // brown-out of its own when server errors are less than half of such apps' answers.
+                let outageSince =
+                    if let since = brownOutSince {
+                        appBrownOuts[job.appID] == nil && !fcmFailing(now: now) ? since : nil
+                    } else {
+                        reachability.unreachableSince
+                    }
                 if let since = outageSince {
                     let outage = (now - since).components.seconds
                     actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.outage_seconds": "\(outage)"]))
@@ -540,9 +555,22 @@ struct DispatchStateMachine {
         }
     }
 
-    /// Whether an app other than `app` had its last answer, lately, from FCM well.
-    private func anotherAppAnswersWell(than app: Int64, now: ContinuousClock.Instant) -> Bool {
-        appServerFailures.contains { $0.key != app && $0.value.answersWell(now: now) }
+    /// Whether FCM takes an app other than `app`'s sends just now (``FCMServerFailures/vouchesForFCM(now:)``).
+    private func anotherAppVouchesForFCM(than app: Int64, now: ContinuousClock.Instant) -> Bool {
+        appServerFailures.contains { $0.key != app && $0.value.vouchesForFCM(now: now) }
+    }
+
+    /// Whether FCM is failing as a whole: the recent answers of the apps not in a brown-out of
+    /// their own, summed, are at least half server errors.
+    private func fcmFailing(now: ContinuousClock.Instant) -> Bool {
+        var answers = 0
+        var failures = 0
+        for (app, window) in appServerFailures where appBrownOuts[app] == nil {
+            guard let last = window.lastAnswer, now - last <= FCMServerFailures.forgetAfter else { continue }
+            answers += window.answers
+            failures += window.failures
+        }
+        return FCMServerFailures.failing(answers: answers, failures: failures)
     }
 
     /// A server error while most of this app's answers are, and FCM answers other apps well: its
@@ -561,8 +589,6 @@ struct DispatchStateMachine {
         if attempt.probe { reachability.probeInconclusive() }
         var breaker = appBrownOuts[job.appID] ?? reachability.closed
         if appBrownOuts[job.appID] == nil {
-            // Its failures are left out of the worker's window, where they would stand for FCM's.
-            serverFailures = FCMServerFailures()
             actions.append(
                 .log(
                     .warning,

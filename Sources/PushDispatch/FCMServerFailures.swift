@@ -1,21 +1,26 @@
 import DeviceRegistry
 
-/// Whether FCM is failing rather than one device: the share of server errors (`UNAVAILABLE`,
-/// `INTERNAL`, other 5xx) among the last answers, the worker's or one app's. A 5xx means FCM did
-/// not take the message, so resending it duplicates nothing; but each one spends an attempt, and
-/// five attempts over 1 + 2 + 4 + 8 s fail every delivery in flight for good during a brown-out
-/// of a minute. Once most answers are server errors the send loop holds the deliveries instead,
-/// no attempts spent, bounded in time: behind the circuit breaker when FCM fails as a whole, or
-/// the one app paused when FCM fails its project while it answers others well.
+/// Whether FCM is failing one app's sends rather than one device's: the share of server errors
+/// (`UNAVAILABLE`, `INTERNAL`, other 5xx) among the app's last answers. A 5xx means FCM did not
+/// take the message, so resending it duplicates nothing; but each one spends an attempt, and five
+/// attempts over 1 + 2 + 4 + 8 s fail every delivery in flight for good during a brown-out of a
+/// minute. Once most answers are server errors the send loop holds the deliveries instead, no
+/// attempts spent, bounded in time: behind the circuit breaker when FCM fails as a whole (the
+/// apps' windows summed), or the one app paused when FCM fails its project while it takes
+/// another app's sends.
 ///
-/// A state machine: answers in, a verdict out.
+/// A state machine: answers in, verdicts out.
 struct FCMServerFailures {
     /// The last answers, a ring of `windowSize`: true for a server error.
     private var window = [Bool](repeating: false, count: windowSize)
     private var next = 0
-    private var answers = 0
-    private var failures = 0
+    private(set) var answers = 0
+    private(set) var failures = 0
     private(set) var lastAnswer: ContinuousClock.Instant?
+    /// When FCM last took one of these sends.
+    private var lastAccepted: ContinuousClock.Instant?
+    /// Server errors since the last other answer.
+    private(set) var serverErrorsInARow = 0
 
     static let windowSize = 64
     /// So few answers say nothing: one device FCM fails for now and then is not a brown-out.
@@ -27,14 +32,16 @@ struct FCMServerFailures {
     /// probing is not forgotten.
     static let forgetAfter = FCMReachability.forgetAfter
 
-    /// Another app vouches for FCM only with an answer this recent.
+    /// Another app vouches for FCM only with a send FCM took this recently.
     static let vouchingRecency = Duration.seconds(10)
 
-    /// Records an answer; true when FCM is failing (at least half of at least `fewestAnswers`
-    /// recent answers were server errors).
-    mutating func record(serverError: Bool, now: ContinuousClock.Instant) -> Bool {
+    /// Records an answer (`accepted`: FCM took the message); true when FCM is failing these
+    /// sends (at least half of at least `fewestAnswers` recent answers were server errors).
+    mutating func record(serverError: Bool, accepted: Bool, now: ContinuousClock.Instant) -> Bool {
         if let last = lastAnswer, now - last > Self.forgetAfter { self = FCMServerFailures() }
         lastAnswer = now
+        if accepted { lastAccepted = now }
+        serverErrorsInARow = serverError ? serverErrorsInARow + 1 : 0
         if answers == Self.windowSize, window[next] { failures -= 1 }
         answers = min(answers + 1, Self.windowSize)
         window[next] = serverError
@@ -43,14 +50,19 @@ struct FCMServerFailures {
         return isFailing
     }
 
-    var isFailing: Bool { answers >= Self.fewestAnswers && failures * 2 >= answers }
+    var isFailing: Bool { Self.failing(answers: answers, failures: failures) }
 
-    /// FCM answered these sends well just now: the last answer, within `vouchingRecency`, was
-    /// not a server error and server errors are not most answers. Another app's such answers
-    /// say that an app's server errors are its project's, not FCM failing as a whole.
-    func answersWell(now: ContinuousClock.Instant) -> Bool {
-        guard let last = lastAnswer, now - last <= Self.vouchingRecency else { return false }
-        return !window[(next + Self.windowSize - 1) % Self.windowSize] && !isFailing
+    static func failing(answers: Int, failures: Int) -> Bool {
+        answers >= fewestAnswers && failures * 2 >= answers
+    }
+
+    /// What these answers say of FCM as a whole: its other apps' server errors are FCM's own
+    /// unless this one's say otherwise. FCM took one of its sends within `vouchingRecency` and
+    /// has answered it since without a server error, over enough recent answers of which server
+    /// errors are not most.
+    func vouchesForFCM(now: ContinuousClock.Instant) -> Bool {
+        guard let accepted = lastAccepted, now - accepted <= Self.vouchingRecency else { return false }
+        return serverErrorsInARow == 0 && answers >= Self.fewestAnswers && !isFailing
     }
 }
 

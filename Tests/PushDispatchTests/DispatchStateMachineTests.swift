@@ -421,19 +421,16 @@ struct DispatchStateMachineTests {
         #expect(Self.written(answer(sick[1], Self.unavailable, at: 4.1)).results.first?.attempted == true)
     }
 
-    /// An app's brown-out is bounded as FCM's: past the longest outage its jobs fail. Without an
-    /// answer from another app in the last ten seconds, nothing says FCM answers anyone well: the
-    /// same 503s are FCM's brown-out, behind the breaker for every app.
-    @Test func anAppsBrownOutIsBoundedAndWithoutAnotherAppsAnswersItIsFCMs() throws {
+    /// An app's brown-out is bounded as FCM's: past the longest outage its jobs fail. Without
+    /// another app's send taken by FCM in the last ten seconds, nothing says FCM takes anyone's:
+    /// the same 503s are FCM's brown-out, behind the breaker for every app.
+    @Test func anAppsBrownOutIsBoundedAndWithoutAnotherAppsAcceptedSendsItIsFCMs() throws {
         func brownOut(otherAnswersAt second: Double) throws -> (DispatchStateMachine, [DeliveryQueue.Claimed]) {
             var machine = machine(concurrency: 64, longestOutage: .seconds(10))
             let sick = (1...40).map { Self.delivery($0, job: 1) }
-            let well = Self.delivery(41, job: 2)
-            #expect(Self.sent(try claim(&machine, sick + [well], jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 41)
-            _ = machine.answered(
-                .init(
-                    claimed: well, job: Self.otherAppsJob(2), result: .success(.answered(.sent(messageID: "m"), elapsed: .milliseconds(9))),
-                    probe: false), now: at(second))
+            let well = (41...56).map { Self.delivery($0, job: 2) }
+            #expect(Self.sent(try claim(&machine, sick + well, jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 56)
+            for delivery in well { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(second)) }
             for delivery in sick[0..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(11)) }
             return (machine, sick)
         }
@@ -446,9 +443,41 @@ struct DispatchStateMachineTests {
         #expect(!fcmWide.reachability.isReachable && fcmWide.pausedApps(now: at(11)).isEmpty)
     }
 
+    /// FCM failing everyone just after one app's brown-out began (another app vouching then):
+    /// that other app's first 503 spends an attempt, as one device's would, but its second in a
+    /// row is FCM's brown-out, before its few answers could spend their attempts. The sick app's
+    /// answers neither end FCM's brown-out nor hold it: an answer to the other app does.
+    @Test func serverErrorsInARowBesideAnAppsBrownOutAreFCMs() throws {
+        var machine = machine(concurrency: 64)
+        let sick = (1...40).map { Self.delivery($0, job: 1) }
+        let well = (41...60).map { Self.delivery($0, job: 2) }
+        #expect(Self.sent(try claim(&machine, sick + well, jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 60)
+        for delivery in well[0..<16] { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(0.1)) }
+        for delivery in sick[0..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0.2)) }
+        #expect(machine.pausedApps(now: at(0.2)) == [7] && machine.reachability.isReachable)
+        #expect(
+            Self.written(machine.answered(Self.otherAppsAnswer(well[16], Self.unavailable), now: at(0.3))).results.first?.attempted == true)
+        let second = machine.answered(Self.otherAppsAnswer(well[17], Self.unavailable), now: at(0.4))
+        #expect(Self.written(second).results.first.map { "\($0.status) \($0.attempted)" } == "pending false")
+        #expect(Self.logged(second).first?.hasPrefix("warning FCM answers most sends with server errors") == true)
+        #expect(!machine.reachability.isReachable)
+        // The sick app's answer that went through ends nothing of FCM's.
+        #expect(Self.logged(machine.answered(answer(sick[16], Self.sent), now: at(0.5))).isEmpty && !machine.reachability.isReachable)
+        // The other app's answer that went through: FCM is back.
+        let back = machine.answered(Self.otherAppsAnswer(well[18], Self.sent), now: at(0.6))
+        #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"])
+    }
+
     static let unavailable = FCMClient.Answer.answered(
         .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
         elapsed: .milliseconds(20))
+
+    static let sent = FCMClient.Answer.answered(.sent(messageID: "m"), elapsed: .milliseconds(20))
+
+    /// An answer to a delivery of job 2, of another app.
+    static func otherAppsAnswer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer) -> DispatchStateMachine.Attempt {
+        .init(claimed: delivery, job: otherAppsJob(2), result: .success(answer), probe: false)
+    }
 
     /// A job of another app (8, "other").
     static func otherAppsJob(_ id: Int64) -> DeliveryQueue.Job {
