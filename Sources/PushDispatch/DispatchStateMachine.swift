@@ -101,7 +101,7 @@ struct DispatchStateMachine {
     private(set) var reachability: FCMReachability
     /// When most of FCM's answers became server errors; nil when they are not.
     private var brownOutSince: ContinuousClock.Instant?
-    /// Each app's recent answers: summed, they say whether FCM fails as a whole.
+    private var fcmWide = FCMWideFailures()
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
     /// Apps whose sends FCM answers with server errors while it takes another app's: each
     /// paused on a breaker of its own (its waits and bound), the other apps sending on.
@@ -127,6 +127,9 @@ struct DispatchStateMachine {
     static let jobMemory = Duration.seconds(60)
     /// A ready delivery goes out only if its job was seen running this recently.
     static let runningFreshness = Duration.milliseconds(100)
+    /// Beside an app's brown-out, another app's server errors this many in a row are FCM's (nobody
+    /// vouching): four of FCM's rare 503s in a row are not one device's bad luck.
+    static let serverErrorsInARowBesideABrownOut = 4
     /// Unanswered sends are logged at most this often: a dead connection loses hundreds at once.
     static let unansweredLineInterval = Duration.seconds(60)
 
@@ -398,20 +401,28 @@ struct DispatchStateMachine {
                                 .notice, "FCM answers the app's sends again; its sending resumes",
                                 ["push.app": "\(job.appCode)", "push.outage_seconds": "\(outage)"]))
                     }
-                } else if serverError {
-                    let vouched = anotherAppVouchesForFCM(than: app, now: now)
-                    if appFailing && vouched {
-                        failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
-                        return
-                    }
-                    // FCM's own trouble unless another app's answers say otherwise: most answers
-                    // of the apps not in a brown-out of their own are server errors, or, with an
-                    // app in one, this app's come in a row too (a small app's few answers would
-                    // otherwise spend its attempts before they are most of anything).
-                    let inARow = appServerFailures[app]?.serverErrorsInARow ?? 0
-                    if !vouched && (fcmFailing(now: now) || !appBrownOuts.isEmpty && inARow >= 2) {
-                        failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
-                        return
+                } else {
+                    // Answers forgotten as too old end the brown-out they made, without a word.
+                    if !fcmWide.record(app: app, serverError: serverError, now: now) { brownOutSince = nil }
+                    if serverError, let window = appServerFailures[app] {
+                        // FCM's trouble when it shows in this app's answers or the worker's,
+                        // unless another app vouches for FCM. Beside an app's brown-out it shows in
+                        // another app's server errors in a row before they are most of anything: a
+                        // small app's few answers would spend their attempts first.
+                        let failing =
+                            appFailing || fcmWide.isFailing
+                            || !appBrownOuts.isEmpty && window.serverErrorsInARow >= Self.serverErrorsInARowBesideABrownOut
+                        if failing {
+                            let vouched = anotherAppVouchesForFCM(besides: app, lastAcceptedAt: window.lastAccepted, now: now)
+                            if appFailing && vouched {
+                                failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                                return
+                            }
+                            if !vouched {
+                                failingFCM(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                                return
+                            }
+                        }
                     }
                 }
             }
@@ -421,7 +432,7 @@ struct DispatchStateMachine {
                 // brown-out of its own when server errors are less than half of such apps' answers.
                 let outageSince =
                     if let since = brownOutSince {
-                        appBrownOuts[job.appID] == nil && !fcmFailing(now: now) ? since : nil
+                        appBrownOuts[job.appID] == nil && !fcmWide.isFailing ? since : nil
                     } else {
                         reachability.unreachableSince
                     }
@@ -555,22 +566,12 @@ struct DispatchStateMachine {
         }
     }
 
-    /// Whether FCM takes an app other than `app`'s sends just now (``FCMServerFailures/vouchesForFCM(now:)``).
-    private func anotherAppVouchesForFCM(than app: Int64, now: ContinuousClock.Instant) -> Bool {
-        appServerFailures.contains { $0.key != app && $0.value.vouchesForFCM(now: now) }
-    }
-
-    /// Whether FCM is failing as a whole: the recent answers of the apps not in a brown-out of
-    /// their own, summed, are at least half server errors.
-    private func fcmFailing(now: ContinuousClock.Instant) -> Bool {
-        var answers = 0
-        var failures = 0
-        for (app, window) in appServerFailures where appBrownOuts[app] == nil {
-            guard let last = window.lastAnswer, now - last <= FCMServerFailures.forgetAfter else { continue }
-            answers += window.answers
-            failures += window.failures
-        }
-        return FCMServerFailures.failing(answers: answers, failures: failures)
+    /// Whether FCM takes the sends of an app other than `app` (whose last accepted send was at
+    /// `lastAcceptedAt`) just now: ``FCMServerFailures/vouchesForFCM(besideAnAppLastAcceptedAt:now:)``.
+    private func anotherAppVouchesForFCM(besides app: Int64, lastAcceptedAt: ContinuousClock.Instant?, now: ContinuousClock.Instant)
+        -> Bool
+    {
+        appServerFailures.contains { $0.key != app && $0.value.vouchesForFCM(besideAnAppLastAcceptedAt: lastAcceptedAt, now: now) }
     }
 
     /// A server error while most of this app's answers are, and FCM answers other apps well: its
@@ -589,6 +590,7 @@ struct DispatchStateMachine {
         if attempt.probe { reachability.probeInconclusive() }
         var breaker = appBrownOuts[job.appID] ?? reachability.closed
         if appBrownOuts[job.appID] == nil {
+            fcmWide.leaveOut(app: job.appID)
             actions.append(
                 .log(
                     .warning,

@@ -444,7 +444,7 @@ struct DispatchStateMachineTests {
     }
 
     /// FCM failing everyone just after one app's brown-out began (another app vouching then):
-    /// that other app's first 503 spends an attempt, as one device's would, but its second in a
+    /// that other app's first 503s spend an attempt, as one device's would, but its fourth in a
     /// row is FCM's brown-out, before its few answers could spend their attempts. The sick app's
     /// answers neither end FCM's brown-out nor hold it: an answer to the other app does.
     @Test func serverErrorsInARowBesideAnAppsBrownOutAreFCMs() throws {
@@ -455,17 +455,37 @@ struct DispatchStateMachineTests {
         for delivery in well[0..<16] { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(0.1)) }
         for delivery in sick[0..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0.2)) }
         #expect(machine.pausedApps(now: at(0.2)) == [7] && machine.reachability.isReachable)
-        #expect(
-            Self.written(machine.answered(Self.otherAppsAnswer(well[16], Self.unavailable), now: at(0.3))).results.first?.attempted == true)
-        let second = machine.answered(Self.otherAppsAnswer(well[17], Self.unavailable), now: at(0.4))
-        #expect(Self.written(second).results.first.map { "\($0.status) \($0.attempted)" } == "pending false")
-        #expect(Self.logged(second).first?.hasPrefix("warning FCM answers most sends with server errors") == true)
+        for delivery in well[16..<19] {
+            let spent = Self.written(machine.answered(Self.otherAppsAnswer(delivery, Self.unavailable), now: at(0.3)))
+            #expect(spent.results.first?.attempted == true)
+        }
+        let fourth = machine.answered(Self.otherAppsAnswer(well[19], Self.unavailable), now: at(0.4))
+        #expect(Self.written(fourth).results.first.map { "\($0.status) \($0.attempted)" } == "pending false")
+        #expect(Self.logged(fourth).first?.hasPrefix("warning FCM answers most sends with server errors") == true)
         #expect(!machine.reachability.isReachable)
         // The sick app's answer that went through ends nothing of FCM's.
         #expect(Self.logged(machine.answered(answer(sick[16], Self.sent), now: at(0.5))).isEmpty && !machine.reachability.isReachable)
         // The other app's answer that went through: FCM is back.
-        let back = machine.answered(Self.otherAppsAnswer(well[18], Self.sent), now: at(0.6))
+        let back = machine.answered(Self.otherAppsAnswer(well[0], Self.sent), now: at(0.6))
         #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"])
+    }
+
+    /// Apps idle for more than ten seconds vouch for nothing, however many of their sends FCM took
+    /// before: one app's server errors are then FCM's as soon as they are most of its answers,
+    /// as they were with one app, and spend no more attempts.
+    @Test func idleAppsSuccessesDoNotHideFCMFailing() throws {
+        var machine = machine(concurrency: 64)
+        let sick = (1...40).map { Self.delivery($0, job: 1) }
+        let idle = (41...72).map { Self.delivery($0, job: 2) }
+        #expect(Self.sent(try claim(&machine, sick + idle, jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 64)
+        for delivery in idle { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(0)) }
+        for delivery in sick[0..<15] {
+            #expect(Self.written(machine.answered(answer(delivery, Self.unavailable), now: at(20))).results.first?.attempted == true)
+        }
+        let sixteenth = machine.answered(answer(sick[15], Self.unavailable), now: at(20))
+        #expect(Self.written(sixteenth).results.first?.attempted == false && !machine.reachability.isReachable)
+        #expect(Self.logged(sixteenth).first?.hasPrefix("warning FCM answers most sends with server errors") == true)
+        #expect(machine.pausedApps(now: at(20)).isEmpty)
     }
 
     static let unavailable = FCMClient.Answer.answered(

@@ -48,19 +48,45 @@ struct FCMServerFailuresTests {
     @Test func anAppVouchesForFCMWithARecentAcceptedSendAndNoServerErrorSince() {
         var failures = FCMServerFailures()
         for _ in 0..<15 { _ = failures.record(serverError: false, accepted: true, now: start) }
-        #expect(!failures.vouchesForFCM(now: start), "fifteen answers are too few to say")
+        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start), "fifteen answers are too few to say")
         _ = failures.record(serverError: false, accepted: true, now: start)
-        #expect(failures.vouchesForFCM(now: start) && !failures.vouchesForFCM(now: start + .seconds(11)))
+        #expect(
+            failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start)
+                && !failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(11)))
         // A refusal of one device (404, 400) is no server error, but no sign FCM takes sends either.
         _ = failures.record(serverError: false, accepted: false, now: start + .seconds(11))
-        #expect(!failures.vouchesForFCM(now: start + .seconds(11)))
+        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(11)))
         _ = failures.record(serverError: false, accepted: true, now: start + .seconds(12))
-        #expect(failures.vouchesForFCM(now: start + .seconds(12)))
+        #expect(failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(12)))
         // A server error since: not until FCM answers otherwise.
         _ = failures.record(serverError: true, accepted: false, now: start + .seconds(12))
-        #expect(!failures.vouchesForFCM(now: start + .seconds(12)) && failures.serverErrorsInARow == 1)
+        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(12)) && failures.serverErrorsInARow == 1)
         _ = failures.record(serverError: false, accepted: false, now: start + .seconds(13))
-        #expect(failures.vouchesForFCM(now: start + .seconds(13)) && failures.serverErrorsInARow == 0)
+        #expect(failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(13)) && failures.serverErrorsInARow == 0)
+        // Not beside an app FCM took a send of since: FCM may have stopped taking them after that.
+        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: start + .seconds(12), now: start + .seconds(13)))
+        #expect(failures.vouchesForFCM(besideAnAppLastAcceptedAt: start + .seconds(11), now: start + .seconds(13)))
+    }
+
+    /// The worker's last 64 answers, whatever their app; an app in a brown-out of its own left
+    /// out; all of them forgotten after five minutes without an answer.
+    @Test func theWorkersAnswersLeaveOutAnAppInItsOwnBrownOut() {
+        var wide = FCMWideFailures()
+        var kept: [Bool] = []
+        for _ in 0..<16 { kept.append(wide.record(app: 1, serverError: true, now: start)) }
+        for _ in 0..<15 { kept.append(wide.record(app: 2, serverError: false, now: start)) }
+        #expect(!kept.contains(false))
+        #expect(wide.isFailing, "16 of 31")
+        wide.leaveOut(app: 1)
+        #expect(!wide.isFailing, "app 2's 15 answers are too few to say")
+        for _ in 0..<15 { _ = wide.record(app: 2, serverError: true, now: start) }
+        #expect(wide.isFailing, "15 of app 2's 30")
+        // Past 64 answers the oldest (app 1's, left out or not) no longer count.
+        for _ in 0..<34 { _ = wide.record(app: 3, serverError: false, now: start) }
+        #expect(!wide.isFailing, "15 of 64")
+        let keptAfterSilence = wide.record(app: 3, serverError: true, now: start + FCMServerFailures.forgetAfter + .seconds(1))
+        #expect(!keptAfterSilence, "forgotten")
+        #expect(!wide.isFailing)
     }
 
     @Test func serverErrorsAreFCMsOwnNotQuotaNorADevicesRate() {
