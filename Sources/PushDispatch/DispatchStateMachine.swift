@@ -101,11 +101,28 @@ struct DispatchStateMachine {
     private(set) var reachability: FCMReachability
     /// When most of FCM's answers became server errors; nil when they are not.
     private var brownOutSince: ContinuousClock.Instant?
+    /// The last brown-out's start and end: one that starts again soon after is the same one, its
+    /// bound counted from the first start (otherwise a brown-out that ends and starts over would
+    /// hold deliveries for good).
+    private var endedBrownOut: (since: ContinuousClock.Instant, ended: ContinuousClock.Instant)?
     private var fcmWide = FCMWideFailures()
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
-    /// Apps whose sends FCM answers with server errors while it takes another app's: each
-    /// paused on a breaker of its own (its waits and bound), the other apps sending on.
-    private var appBrownOuts: [Int64: FCMReachability] = [:]
+
+    /// An app whose sends FCM answers with server errors while it takes another app's.
+    struct AppBrownOut {
+        /// Its waits, as FCM's breaker's.
+        var breaker: FCMReachability
+        /// Its bound counts from here.
+        let since: ContinuousClock.Instant
+        /// The end of the pause it set last.
+        var pausedUntil: ContinuousClock.Instant?
+    }
+
+    /// Apps in a brown-out of their own: each paused on a breaker of its own, the other apps
+    /// sending on.
+    private var appBrownOuts: [Int64: AppBrownOut] = [:]
+    /// When each app's last brown-out started and ended, kept as ``endedBrownOut`` is.
+    private var endedAppBrownOuts: [Int64: (since: ContinuousClock.Instant, ended: ContinuousClock.Instant)] = [:]
     private var policy: DeliveryPolicy
     private var jobs: [Int64: (job: DeliveryQueue.Job, loaded: ContinuousClock.Instant)] = [:]
     /// When each job was last seen running: a ready delivery goes out only while that is recent,
@@ -290,9 +307,11 @@ struct DispatchStateMachine {
         }
         for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
+        for (app, ended) in endedAppBrownOuts where now - ended.ended > FCMServerFailures.forgetAfter { endedAppBrownOuts[app] = nil }
         for (app, failures) in appServerFailures where failures.lastAnswer.map({ now - $0 > FCMServerFailures.forgetAfter }) ?? true {
             appServerFailures[app] = nil
             appBrownOuts[app] = nil
+            endedAppBrownOuts[app] = nil
         }
         for (id, entry) in jobs where now - entry.loaded > Self.jobMemory {
             jobs[id] = nil
@@ -388,14 +407,16 @@ struct DispatchStateMachine {
                 let accepted = if case .sent = answered { true } else { false }
                 let appFailing = appServerFailures[app, default: FCMServerFailures()].record(
                     serverError: serverError, accepted: accepted, now: now)
-                if let breaker = appBrownOuts[app] {
+                if let brownOut = appBrownOuts[app] {
                     if serverError {
                         failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                         return
                     }
                     if !appFailing {
                         appBrownOuts[app] = nil
-                        let outage = (now - (breaker.unreachableSince ?? now)).components.seconds
+                        endedAppBrownOuts[app] = (brownOut.since, now)
+                        if let until = brownOut.pausedUntil, pausedApps[app] == until { pausedApps[app] = nil }
+                        let outage = (now - brownOut.since).components.seconds
                         actions.append(
                             .log(
                                 .notice, "FCM answers the app's sends again; its sending resumes",
@@ -413,7 +434,7 @@ struct DispatchStateMachine {
                             appFailing || fcmWide.isFailing
                             || !appBrownOuts.isEmpty && window.serverErrorsInARow >= Self.serverErrorsInARowBesideABrownOut
                         if failing {
-                            let vouched = anotherAppVouchesForFCM(besides: app, lastAcceptedAt: window.lastAccepted, now: now)
+                            let vouched = anotherAppVouchesForFCM(besides: app, takenUntil: window.takenUntil, now: now)
                             if appFailing && vouched {
                                 failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                                 return
@@ -432,13 +453,14 @@ struct DispatchStateMachine {
                 // brown-out of its own when server errors are less than half of such apps' answers.
                 let outageSince =
                     if let since = brownOutSince {
-                        appBrownOuts[job.appID] == nil && !fcmWide.isFailing ? since : nil
+                        !serverError && appBrownOuts[job.appID] == nil && !fcmWide.isFailing ? since : nil
                     } else {
                         reachability.unreachableSince
                     }
                 if let since = outageSince {
                     let outage = (now - since).components.seconds
                     actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.outage_seconds": "\(outage)"]))
+                    if brownOutSince != nil { endedBrownOut = (since, now) }
                     brownOutSince = nil
                 }
                 // During a brown-out only a probe's answer says FCM takes sends again: one sent
@@ -540,7 +562,7 @@ struct DispatchStateMachine {
         let job = attempt.job
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOutSince == nil {
-            brownOutSince = now
+            brownOutSince = endedBrownOut.flatMap { now - $0.ended <= FCMServerFailures.forgetAfter ? $0.since : nil } ?? now
             actions.append(
                 .log(
                     .warning,
@@ -566,12 +588,10 @@ struct DispatchStateMachine {
         }
     }
 
-    /// Whether FCM takes the sends of an app other than `app` (whose last accepted send was at
-    /// `lastAcceptedAt`) just now: ``FCMServerFailures/vouchesForFCM(besideAnAppLastAcceptedAt:now:)``.
-    private func anotherAppVouchesForFCM(besides app: Int64, lastAcceptedAt: ContinuousClock.Instant?, now: ContinuousClock.Instant)
-        -> Bool
-    {
-        appServerFailures.contains { $0.key != app && $0.value.vouchesForFCM(besideAnAppLastAcceptedAt: lastAcceptedAt, now: now) }
+    /// Whether FCM takes the sends of an app other than `app` (which it may have stopped taking
+    /// since `takenUntil`) just now: ``FCMServerFailures/vouchesForFCM(besideAnAppTakenUntil:now:)``.
+    private func anotherAppVouchesForFCM(besides app: Int64, takenUntil: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> Bool {
+        appServerFailures.contains { $0.key != app && $0.value.vouchesForFCM(besideAnAppTakenUntil: takenUntil, now: now) }
     }
 
     /// A server error while most of this app's answers are, and FCM answers other apps well: its
@@ -588,31 +608,38 @@ struct DispatchStateMachine {
         let job = attempt.job
         // A probe of FCM's breaker that found this app's trouble says nothing of FCM's: another goes.
         if attempt.probe { reachability.probeInconclusive() }
-        var breaker = appBrownOuts[job.appID] ?? reachability.closed
-        if appBrownOuts[job.appID] == nil {
-            fcmWide.leaveOut(app: job.appID)
+        let app = job.appID
+        var brownOut =
+            appBrownOuts[app]
+            ?? AppBrownOut(
+                breaker: reachability.closed,
+                since: endedAppBrownOuts[app].flatMap { now - $0.ended <= FCMServerFailures.forgetAfter ? $0.since : nil } ?? now)
+        if appBrownOuts[app] == nil {
+            fcmWide.leaveOut(app: app)
             actions.append(
                 .log(
                     .warning,
                     "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
                     ["push.app": "\(job.appCode)", "push.reason": "\(code): \(message)"]))
         }
-        let verdict = breaker.notSent(unreachable: true, probe: false, now: now)
-        appBrownOuts[job.appID] = breaker
-        switch verdict {
+        let verdict = brownOut.breaker.notSent(unreachable: true, probe: false, now: now)
+        let bound = reachability.longestOutage
+        switch now - brownOut.since >= bound ? .giveUp(outageLongerThan: bound) : verdict {
         case .retry(let at):
             let wait = max(at - now, min(retryAfter ?? .zero, FCMReachability.longestWait))
             record(
                 DeliveryQueue.Result(
                     attempt.claimed, status: .pending, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
                     nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
-            pause(app: job.appID, for: wait, now: now)
+            pause(app: app, for: wait, now: now)
+            brownOut.pausedUntil = pausedApps[app]
             actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
         case .giveUp(let bound):
             let reason = "FCM answered the app's sends with server errors for over \(bound.components.seconds) s: \(code): \(message)"
             settle(attempt.claimed, job: job, status: .failed, code: code, message: reason, into: &write, actions: &actions, now: date)
             failJob(job.id, "app \(job.appCode): \(reason)", into: &write)
         }
+        appBrownOuts[app] = brownOut
     }
 
     /// The one outcome that may reach a phone twice (the retry of a send FCM may have taken)

@@ -17,6 +17,8 @@ struct FCMServerFailures {
     private(set) var lastAnswer: ContinuousClock.Instant?
     /// When FCM last took one of these sends.
     private(set) var lastAccepted: ContinuousClock.Instant?
+    /// The first answer remembered.
+    private(set) var firstAnswer: ContinuousClock.Instant?
     /// Server errors since the last other answer.
     private(set) var serverErrorsInARow = 0
 
@@ -39,6 +41,7 @@ struct FCMServerFailures {
     /// sends (at least half of at least `fewestAnswers` recent answers were server errors).
     mutating func record(serverError: Bool, accepted: Bool, now: ContinuousClock.Instant) -> Bool {
         if let last = lastAnswer, now - last > Self.forgetAfter { self = FCMServerFailures() }
+        if firstAnswer == nil { firstAnswer = now }
         lastAnswer = now
         if accepted { lastAccepted = now }
         serverErrorsInARow = serverError ? serverErrorsInARow + 1 : 0
@@ -53,14 +56,18 @@ struct FCMServerFailures {
         answers >= fewestAnswers && failures * 2 >= answers
     }
 
-    /// What these answers say of FCM as a whole, beside an app whose last accepted send was at
-    /// `othersAccepted`: that app's server errors are FCM's own unless this one's say otherwise.
-    /// FCM took one of these sends since that app's last and within `vouchingRecency`, has
-    /// answered them since without a server error, over enough recent answers of which server
-    /// errors are not most.
-    func vouchesForFCM(besideAnAppLastAcceptedAt othersAccepted: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> Bool {
+    /// Since when FCM may have stopped taking these sends: their last it took, or, none taken,
+    /// the first answer remembered.
+    var takenUntil: ContinuousClock.Instant? { lastAccepted ?? firstAnswer }
+
+    /// What these answers say of FCM as a whole, beside an app FCM may have stopped taking the
+    /// sends of since `othersTakenUntil`: that app's server errors are FCM's own unless these
+    /// answers say otherwise. FCM took one of these sends after then and within
+    /// `vouchingRecency`, has answered them since without a server error, over enough recent
+    /// answers of which server errors are not most.
+    func vouchesForFCM(besideAnAppTakenUntil othersTakenUntil: ContinuousClock.Instant?, now: ContinuousClock.Instant) -> Bool {
         guard let accepted = lastAccepted, now - accepted <= Self.vouchingRecency else { return false }
-        if let othersAccepted, othersAccepted >= accepted { return false }
+        if let othersTakenUntil, othersTakenUntil >= accepted { return false }
         return serverErrorsInARow == 0 && answers >= Self.fewestAnswers && !isFailing
     }
 }

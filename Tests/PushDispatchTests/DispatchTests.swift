@@ -422,25 +422,29 @@ struct DispatchTests {
             worker.logger = log.logger(level: .info)
             let appsWarning = "warning FCM answers most of the app's sends with server errors and other apps' well"
             let (sick, ended, later) = try await fixture.withWorkers([worker]) {
-                () async throws -> (Int64, (status: String, error: String?), String) in
-                #expect(try await fixture.finished(try await fixture.campaign()).status == "completed")
+                () async throws -> (Int64, (status: String, error: String?), Int64) in
                 let sick = try await fixture.sql { client in
                     try await JobDirectory(client: client, logger: workerLogger).enqueue(
                         appCode: "sick", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"Hi"}}"#,
                         idempotencyKey: nil, sendAt: nil, dryRun: false
                     ).id
                 }
-                let deadline = ContinuousClock.now + .seconds(20)
+                // FCM takes the other app's sends while the sick app's 503s come: at first, with
+                // nothing to tell them apart, they are FCM's brown-out; once FCM is seen taking the
+                // other app's sends, the sick app's own.
+                let deadline = ContinuousClock.now + .seconds(60)
                 while !log.lines.contains(where: { $0.hasPrefix(appsWarning) }) && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(50))
+                    #expect(try await fixture.finished(try await fixture.campaign()).status == "completed")
                 }
-                let later = try await fixture.finished(try await fixture.campaign()).status
+                let later = try await fixture.campaign()
+                #expect(try await fixture.finished(later).status == "completed")
                 let held = try await fixture.deliveries(sick)
                 #expect(held.values.allSatisfy { $0.status == "pending" && $0.attempts <= 1 }, "\(held.values.map(\.attempts))")
                 fixture.emulator.script(tokenPrefix: "tok-sick-", .success)
-                return (sick, try await fixture.finished(sick, within: .seconds(60)), later)
+                return (sick, try await fixture.finished(sick, within: .seconds(90)), later)
             }
-            #expect(ended.status == "completed" && later == "completed", "\(ended)")
+            #expect(ended.status == "completed", "\(ended)")
+            #expect(try await fixture.deliveries(later).values.allSatisfy { $0.status == "sent" && $0.attempts == 1 })
             let rows = try await fixture.deliveries(sick)
             // At most one attempt spent before the app's answers were mostly 503s, and the one that went through.
             #expect(
@@ -450,7 +454,6 @@ struct DispatchTests {
             let lines = log.lines
             #expect(lines.count { $0.hasPrefix(appsWarning) && $0.contains("sick") } == 1, "\(lines)")
             #expect(lines.contains { $0.hasPrefix("notice FCM answers the app's sends again") && $0.contains("sick") })
-            #expect(!lines.contains { $0.contains("FCM answers most sends with server errors") }, "not FCM's brown-out")
         }
     }
 

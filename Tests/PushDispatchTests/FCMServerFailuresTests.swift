@@ -48,24 +48,24 @@ struct FCMServerFailuresTests {
     @Test func anAppVouchesForFCMWithARecentAcceptedSendAndNoServerErrorSince() {
         var failures = FCMServerFailures()
         for _ in 0..<15 { _ = failures.record(serverError: false, accepted: true, now: start) }
-        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start), "fifteen answers are too few to say")
+        #expect(!failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start), "fifteen answers are too few to say")
         _ = failures.record(serverError: false, accepted: true, now: start)
         #expect(
-            failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start)
-                && !failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(11)))
+            failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start)
+                && !failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start + .seconds(11)))
         // A refusal of one device (404, 400) is no server error, but no sign FCM takes sends either.
         _ = failures.record(serverError: false, accepted: false, now: start + .seconds(11))
-        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(11)))
+        #expect(!failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start + .seconds(11)))
         _ = failures.record(serverError: false, accepted: true, now: start + .seconds(12))
-        #expect(failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(12)))
+        #expect(failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start + .seconds(12)))
         // A server error since: not until FCM answers otherwise.
         _ = failures.record(serverError: true, accepted: false, now: start + .seconds(12))
-        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(12)) && failures.serverErrorsInARow == 1)
+        #expect(!failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start + .seconds(12)) && failures.serverErrorsInARow == 1)
         _ = failures.record(serverError: false, accepted: false, now: start + .seconds(13))
-        #expect(failures.vouchesForFCM(besideAnAppLastAcceptedAt: nil, now: start + .seconds(13)) && failures.serverErrorsInARow == 0)
+        #expect(failures.vouchesForFCM(besideAnAppTakenUntil: nil, now: start + .seconds(13)) && failures.serverErrorsInARow == 0)
         // Not beside an app FCM took a send of since: FCM may have stopped taking them after that.
-        #expect(!failures.vouchesForFCM(besideAnAppLastAcceptedAt: start + .seconds(12), now: start + .seconds(13)))
-        #expect(failures.vouchesForFCM(besideAnAppLastAcceptedAt: start + .seconds(11), now: start + .seconds(13)))
+        #expect(!failures.vouchesForFCM(besideAnAppTakenUntil: start + .seconds(12), now: start + .seconds(13)))
+        #expect(failures.vouchesForFCM(besideAnAppTakenUntil: start + .seconds(11), now: start + .seconds(13)))
     }
 
     /// The worker's last 64 answers, whatever their app; an app in a brown-out of its own left
