@@ -77,7 +77,8 @@ struct DeliveryWriter {
         let error = [record.errorCode, record.errorMessage].compactMap { $0 }.joined(separator: ": ")
         return [
             String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
-            record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt), error,
+            record.maskedToken, record.dryRun ? "\(record.status.rawValue) (dry run)" : record.status.rawValue, String(record.attempts),
+            WireJSON.formatted(record.updatedAt), error,
         ]
     }
 }

@@ -90,9 +90,10 @@ struct AuditCommandTests {
         #expect(
             rows[0] == [
                 "id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
-                "error_message", "fcm_message_id", "device_id", "created_at",
+                "error_message", "fcm_message_id", "device_id", "created_at", "dry_run",
             ])
-        #expect(rows.allSatisfy { $0.count == 14 }, "\(rows)")
+        #expect(rows.allSatisfy { $0.count == 15 }, "\(rows)")
+        #expect(rows.dropFirst().allSatisfy { $0[14] == "false" })
         #expect(rows.dropFirst().map { Int64($0[0]) } == scenario.deliveries.reversed())
         #expect(rows.dropFirst().map { $0[5] } == [1, 0, 2, 1, 0].map(AuditScenario.masked))
         let failed = rows[4]
@@ -134,6 +135,12 @@ struct AuditCommandTests {
         #expect(lines[4].contains(AuditScenario.masked(1)) && lines[4].hasSuffix("UNREGISTERED: \(AuditScenario.failure.message)"))
         let none = try await run(["deliveries", "--status", "failed", "--app", "beta"], env)
         #expect(none.status == 0 && none.stdout == "no deliveries match\n")
+        // A dry run's sent delivery was FCM's check, not a delivery: the table says so.
+        try await TestPostgres.withClient(url: try #require(env["DATABASE_URL"])) { client in
+            try await client.query("UPDATE push_jobs SET validate_only = true WHERE id = \(scenario.jobs[0])")
+        }
+        let dryRun = try await run(["deliveries", "--job", String(scenario.jobs[0]), "--status", "sent"], env)
+        #expect(dryRun.status == 0 && dryRun.stdout.contains(" sent (dry run) "), "\(dryRun.stdout)")
     }
 
     @Test func filtersSelectTheSameRowsAsTheHTTPAudit() async throws {

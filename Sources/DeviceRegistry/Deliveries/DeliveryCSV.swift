@@ -7,7 +7,7 @@ import WireFormats
 public enum DeliveryCSV {
     public static let columns = [
         "id", "job_id", "user_id", "app", "platform", "token", "status", "attempts", "updated_at", "error_code",
-        "error_message", "fcm_message_id", "device_id", "created_at",
+        "error_message", "fcm_message_id", "device_id", "created_at", "dry_run",
     ]
 
     /// The header line, without its line end.
@@ -19,7 +19,7 @@ public enum DeliveryCSV {
             String(record.id), String(record.jobID), String(record.userID), record.appCode, record.platform.rawValue,
             record.maskedToken, record.status.rawValue, String(record.attempts), WireJSON.formatted(record.updatedAt),
             record.errorCode ?? "", record.errorMessage ?? "", record.fcmMessageID ?? "", String(record.deviceID),
-            WireJSON.formatted(record.createdAt),
+            WireJSON.formatted(record.createdAt), String(record.dryRun),
         ])
     }
 

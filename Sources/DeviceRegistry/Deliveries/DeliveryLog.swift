@@ -21,6 +21,9 @@ public struct DeliveryRecord: Sendable, Equatable, Encodable {
     public let attempts: Int
     public let createdAt: Date
     public let updatedAt: Date
+    /// Of a dry run (FCM's `validate_only`): FCM checked the message and delivered nothing, so
+    /// `sent` means accepted, not delivered.
+    public let dryRun: Bool
 
     enum CodingKeys: String, CodingKey {
         case id
@@ -32,7 +35,7 @@ public struct DeliveryRecord: Sendable, Equatable, Encodable {
         case status
         case errorCode, errorMessage
         case fcmMessageID = "fcmMessageId"
-        case attempts, createdAt, updatedAt
+        case attempts, createdAt, updatedAt, dryRun
     }
 }
 
@@ -152,13 +155,13 @@ public struct DeliveryLog: Sendable {
     }
 
     /// The columns every statement here selects, in order.
-    typealias Row = (Int64, Int64, Int64, Int64, String, Platform, String, DeliveryStatus, String?, String?, String?, Int, Date, Date)
+    typealias Row = (Int64, Int64, Int64, Int64, String, Platform, String, DeliveryStatus, String?, String?, String?, Int, Date, Date, Bool)
 
     static func record(_ row: Row) -> DeliveryRecord {
         DeliveryRecord(
             id: row.0, jobID: row.1, deviceID: row.2, userID: row.3, appCode: row.4, platform: row.5,
             maskedToken: maskedToken(row.6), status: row.7, errorCode: row.8, errorMessage: row.9,
-            fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13)
+            fcmMessageID: row.10, attempts: row.11, createdAt: row.12, updatedAt: row.13, dryRun: row.14)
     }
 
     /// The first UTC day of job creation (a partition) with a delivery changed at or after
@@ -190,10 +193,11 @@ public struct DeliveryLog: Sendable {
     func statement(_ filter: DeliveryFilter, days: Days, below cursor: Int64?, limit: Int?) -> PostgresQuery {
         """
         SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
-               d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at
+               d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at, j.validate_only
           FROM push_deliveries d
           JOIN push_devices v ON v.id = d.device_id
           JOIN apps a ON a.id = v.app_id
+          JOIN push_jobs j ON j.id = d.job_id
          WHERE d.job_created_at < \(days.before)
            AND (\(filter.jobID)::bigint IS NULL
                 OR (d.job_id = \(filter.jobID) AND d.job_created_at >= \(days.job?.lowerBound) AND d.job_created_at < \(days.job?.upperBound)))
@@ -212,13 +216,14 @@ public struct DeliveryLog: Sendable {
     func newestStatement(ofDevices devices: [Int64], each: Int, before: Date) -> PostgresQuery {
         """
         SELECT d.id, d.job_id, d.device_id, v.user_id, a.code, v.platform, v.token, d.status, d.error_code,
-               d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at
+               d.error_message, d.fcm_message_id, d.attempts, d.created_at, d.updated_at, j.validate_only
           FROM unnest(\(devices)::bigint[]) AS p(device_id)
          CROSS JOIN LATERAL (SELECT * FROM push_deliveries d
                              WHERE d.device_id = p.device_id AND d.job_created_at < \(before)
                              ORDER BY d.id DESC LIMIT \(each)) d
           JOIN push_devices v ON v.id = d.device_id
           JOIN apps a ON a.id = v.app_id
+          JOIN push_jobs j ON j.id = d.job_id
          ORDER BY d.device_id, d.id DESC
         """
     }

@@ -24,6 +24,7 @@ extension ConsoleController {
         let deliveryPlatform: String
         let deliveryToken: String
         let deliveryStatus: String
+        let isDryRun: Bool
         let hasDeliveryError: Bool
         let deliveryErrorCode: String
         let deliveryErrorMessage: String
@@ -39,6 +40,7 @@ extension ConsoleController {
             deliveryPlatform = record.platform.rawValue
             deliveryToken = record.maskedToken
             deliveryStatus = record.status.rawValue
+            isDryRun = record.dryRun
             hasDeliveryError = record.errorCode != nil || record.errorMessage != nil
             deliveryErrorCode = record.errorCode ?? ""
             deliveryErrorMessage = record.errorMessage ?? ""

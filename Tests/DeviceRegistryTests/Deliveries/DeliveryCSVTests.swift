@@ -19,7 +19,7 @@ import Testing
     @Test func theHeaderNamesEveryColumnInOrder() {
         #expect(
             DeliveryCSV.header
-                == "id,job_id,user_id,app,platform,token,status,attempts,updated_at,error_code,error_message,fcm_message_id,device_id,created_at"
+                == "id,job_id,user_id,app,platform,token,status,attempts,updated_at,error_code,error_message,fcm_message_id,device_id,created_at,dry_run"
         )
     }
 }

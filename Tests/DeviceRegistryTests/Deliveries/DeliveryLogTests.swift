@@ -40,6 +40,22 @@ struct DeliveryLogTests {
         }
     }
 
+    /// A dry run's deliveries say so, in pages and in a device's newest: `sent` is FCM's check.
+    @Test func aDryRunsDeliveriesSaySo() async throws {
+        try await withScenario { log, scenario, client in
+            let all = try await log.page(DeliveryFilter(), below: nil, limit: 100).deliveries
+            #expect(!all.isEmpty && !all.contains { $0.dryRun })
+            try await client.query("UPDATE push_jobs SET validate_only = true WHERE id = \(scenario.jobs[0])")
+            let marked = try await log.page(DeliveryFilter(), below: nil, limit: 100).deliveries
+            #expect(marked.filter(\.dryRun).map(\.id) == marked.filter { $0.jobID == scenario.jobs[0] }.map(\.id))
+            let device = try #require(marked.first { $0.jobID == scenario.jobs[0] }?.deviceID)
+            let newest = try await log.newest(ofDevices: [device], each: 10)[device] ?? []
+            #expect(!newest.isEmpty && newest.allSatisfy { $0.dryRun == ($0.jobID == scenario.jobs[0]) })
+            let dryRun = try #require(marked.first { $0.dryRun })
+            #expect(DeliveryCSV.line(dryRun).hasSuffix(",true"))
+        }
+    }
+
     @Test func pagesChainByCursorAndTheLastPageHasNone() async throws {
         try await withScenario { log, scenario, _ in
             let ids = scenario.deliveries

@@ -113,7 +113,28 @@ struct ConsoleDeliveriesTests {
                 row["error_code"] == AuditScenario.failure.code && row["error_message"] == AuditScenario.failure.message,
                 "a message with quotes and a comma comes back whole")
             #expect(row["device_id"] == String(scenario.devices[1]))
+            #expect(row["dry_run"] == "false")
             #expect(csv.text.contains(#","Requested entity was not found, ""gone""","#))
+        }
+    }
+
+    /// A dry run's deliveries carry a badge on the page and `true` in the CSV.
+    @Test func aDryRunsDeliveriesAreMarked() async throws {
+        let fixture = try await APIFixture.make()
+        let scenario = try await fixture.database.seed { seed in
+            let scenario = try await AuditScenario.seed(seed.client)
+            try await seed.run("UPDATE push_jobs SET validate_only = true WHERE id = \(scenario.jobs[0])")
+            return scenario
+        }
+        try await fixture.test(adminToken: ConsoleBrowser.adminToken) { client in
+            var browser = ConsoleBrowser()
+            _ = try await browser.signIn(client)
+            let dryRun = try await browser.get(client, "/console/deliveries?job=\(scenario.jobs[0])")
+            let real = try await browser.get(client, "/console/deliveries?job=\(scenario.jobs[1])")
+            #expect(
+                dryRun.text.contains(#"<span class="badge">dry run</span>"#) && !real.text.contains(#"<span class="badge">dry run</span>"#))
+            let csv = Self.csvRecords(try await browser.get(client, "/console/deliveries.csv?job=\(scenario.jobs[0])").text)
+            #expect(csv.count > 1 && csv.dropFirst().allSatisfy { $0.last == "true" }, "\(csv)")
         }
     }
 
