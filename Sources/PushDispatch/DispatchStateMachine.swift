@@ -449,8 +449,9 @@ struct DispatchStateMachine {
             }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
-                // An outage ends with any answer; a brown-out with an answer to an app not in a
-                // brown-out of its own when server errors are less than half of such apps' answers.
+                // An outage ends with any answer; a brown-out with an answer other than a server
+                // error, to an app not in a brown-out of its own, once server errors are less than
+                // half of the worker's answers (or too few to say).
                 let outageSince =
                     if let since = brownOutSince {
                         !serverError && appBrownOuts[job.appID] == nil && !fcmWide.isFailing ? since : nil
@@ -594,7 +595,7 @@ struct DispatchStateMachine {
         appServerFailures.contains { $0.key != app && $0.value.vouchesForFCM(besideAnAppTakenUntil: takenUntil, now: now) }
     }
 
-    /// A server error while most of this app's answers are, and FCM answers other apps well: its
+    /// A server error while most of this app's answers are, and FCM takes another app's sends: its
     /// project's trouble, not FCM's. The delivery waits without spending an attempt, and the app
     /// is paused (1 s doubling to a minute, or FCM's Retry-After held to that) while the others
     /// send on; after the longest outage its jobs fail. Unlike FCM's brown-out, there is no
