@@ -14,7 +14,11 @@ struct AuditReplicaCommandTests {
             let primary = ["DATABASE_URL": database.primaryURL]
             let replicated = primary.merging(["DATABASE_READ_URL": database.standbyURL]) { $1 }
 
-            let idle = try await pushctl.run(["jobs"], environment: replicated)
+            // Caught up once the standby has replayed what the primary wrote meanwhile.
+            let idle = try await until { () -> BuiltProduct.Result? in
+                let listing = try await pushctl.run(["jobs"], environment: replicated)
+                return listing.stderr.hasSuffix("no lag\n") ? listing : nil
+            }
             #expect(idle.status == 0 && idle.stderr == "pushctl: read from the standby (DATABASE_READ_URL): no lag\n", "\(idle.stderr)")
 
             try await database.pauseReplay()
