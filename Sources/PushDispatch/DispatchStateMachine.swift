@@ -560,7 +560,6 @@ struct DispatchStateMachine {
         actions: inout [Action]
     ) {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
-        let job = attempt.job
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOutSince == nil {
             brownOutSince = endedBrownOut.flatMap { now - $0.ended <= FCMServerFailures.forgetAfter ? $0.since : nil } ?? now
@@ -571,8 +570,22 @@ struct DispatchStateMachine {
                     ["push.reason": "\(code): \(message)"]))
         }
         // The breaker closes and opens again during a brown-out: its bound counts from the start.
+        _ = hold(
+            attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOutSince ?? now,
+            answered: "server errors", now: now, date: date, write: &write, actions: &actions)
+    }
+
+    /// A server error in a brown-out that began at `since`: pending without an attempt until the
+    /// breaker's `verdict` (or FCM's Retry-After) lets it go again, or, past the longest outage,
+    /// failed with its job, as FCM `answered` it for that long. The wait when it is held.
+    private mutating func hold(
+        _ attempt: Attempt, _ code: DeliveryErrorCode, _ message: String, retryAfter: Duration?, verdict: FCMReachability.Verdict,
+        brownOutSince since: ContinuousClock.Instant, answered: String, now: ContinuousClock.Instant, date: Date,
+        write: inout Outbox.Batch, actions: inout [Action]
+    ) -> Duration? {
+        let job = attempt.job
         let bound = reachability.longestOutage
-        switch now - (brownOutSince ?? now) >= bound ? .giveUp(outageLongerThan: bound) : verdict {
+        switch now - since >= bound ? .giveUp(outageLongerThan: bound) : verdict {
         case .retry(let at):
             // FCM's Retry-After, held to the breaker's longest wait: a brown-out is probed (and
             // not forgotten, FCMServerFailures.forgetAfter) at least that often.
@@ -582,10 +595,12 @@ struct DispatchStateMachine {
                     attempt.claimed, status: .pending, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
                     nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
             actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
+            return wait
         case .giveUp(let bound):
-            let reason = "FCM answered server errors for over \(bound.components.seconds) s: \(code): \(message)"
+            let reason = "FCM answered \(answered) for over \(bound.components.seconds) s: \(code): \(message)"
             settle(attempt.claimed, job: job, status: .failed, code: code, message: reason, into: &write, actions: &actions, now: date)
             failJob(job.id, "app \(job.appCode): \(reason)", into: &write)
+            return nil
         }
     }
 
@@ -624,21 +639,12 @@ struct DispatchStateMachine {
                     ["push.app": "\(job.appCode)", "push.reason": "\(code): \(message)"]))
         }
         let verdict = brownOut.breaker.notSent(unreachable: true, probe: false, now: now)
-        let bound = reachability.longestOutage
-        switch now - brownOut.since >= bound ? .giveUp(outageLongerThan: bound) : verdict {
-        case .retry(let at):
-            let wait = max(at - now, min(retryAfter ?? .zero, FCMReachability.longestWait))
-            record(
-                DeliveryQueue.Result(
-                    attempt.claimed, status: .pending, errorCode: code, errorMessage: message, messageID: nil, attempted: false,
-                    nextAttempt: date.addingTimeInterval(wait.inSeconds)), into: &write)
+        if let wait = hold(
+            attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut.since,
+            answered: "the app's sends with server errors", now: now, date: date, write: &write, actions: &actions)
+        {
             pause(app: app, for: wait, now: now)
             brownOut.pausedUntil = pausedApps[app]
-            actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
-        case .giveUp(let bound):
-            let reason = "FCM answered the app's sends with server errors for over \(bound.components.seconds) s: \(code): \(message)"
-            settle(attempt.claimed, job: job, status: .failed, code: code, message: reason, into: &write, actions: &actions, now: date)
-            failJob(job.id, "app \(job.appCode): \(reason)", into: &write)
         }
         appBrownOuts[app] = brownOut
     }
