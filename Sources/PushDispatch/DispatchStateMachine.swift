@@ -101,9 +101,9 @@ struct DispatchStateMachine {
     private(set) var reachability: FCMReachability
     /// When most of FCM's answers became server errors; nil when they are not.
     private var brownOutSince: ContinuousClock.Instant?
-    /// The last brown-out's start and end: one that starts again soon after is the same one, its
-    /// bound counted from the first start (otherwise a brown-out that ends and starts over would
-    /// hold deliveries for good).
+    /// The last brown-out's start and end: one that starts again within `brownOutResumedWithin`
+    /// is the same one, its bound counted from the first start (otherwise a brown-out that ends
+    /// and starts over would hold deliveries for good).
     private var endedBrownOut: (since: ContinuousClock.Instant, ended: ContinuousClock.Instant)?
     private var fcmWide = FCMWideFailures()
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
@@ -147,6 +147,9 @@ struct DispatchStateMachine {
     /// Beside an app's brown-out, another app's server errors this many in a row are FCM's (nobody
     /// vouching): four of FCM's rare 503s in a row are not one device's bad luck.
     static let serverErrorsInARowBesideABrownOut = 4
+    /// A brown-out that starts again this soon after its end goes on: no longer than the
+    /// breaker's longest wait, so that brown-outs minutes apart are each bounded on their own.
+    static let brownOutResumedWithin = FCMReachability.longestWait
     /// Unanswered sends are logged at most this often: a dead connection loses hundreds at once.
     static let unansweredLineInterval = Duration.seconds(60)
 
@@ -307,7 +310,7 @@ struct DispatchStateMachine {
         }
         for job in result.loadedJobs { jobs[job.id] = (job, now) }
         // A long-running worker keeps only what it is working on.
-        for (app, ended) in endedAppBrownOuts where now - ended.ended > FCMServerFailures.forgetAfter { endedAppBrownOuts[app] = nil }
+        for (app, ended) in endedAppBrownOuts where now - ended.ended > Self.brownOutResumedWithin { endedAppBrownOuts[app] = nil }
         for (app, failures) in appServerFailures where failures.lastAnswer.map({ now - $0 > FCMServerFailures.forgetAfter }) ?? true {
             appServerFailures[app] = nil
             appBrownOuts[app] = nil
@@ -562,7 +565,7 @@ struct DispatchStateMachine {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOutSince == nil {
-            brownOutSince = endedBrownOut.flatMap { now - $0.ended <= FCMServerFailures.forgetAfter ? $0.since : nil } ?? now
+            brownOutSince = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
             actions.append(
                 .log(
                     .warning,
@@ -629,7 +632,7 @@ struct DispatchStateMachine {
             appBrownOuts[app]
             ?? AppBrownOut(
                 breaker: reachability.closed,
-                since: endedAppBrownOuts[app].flatMap { now - $0.ended <= FCMServerFailures.forgetAfter ? $0.since : nil } ?? now)
+                since: endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now)
         if appBrownOuts[app] == nil {
             fcmWide.leaveOut(app: app)
             actions.append(

@@ -45,7 +45,7 @@ struct DeliveryWriter {
 
     static let columns = ["ID", "JOB", "USER", "APP", "PLATFORM", "TOKEN", "STATUS", "ATTEMPTS", "UPDATED", "ERROR"]
     /// Fixed widths: a streamed table cannot measure rows it has not read yet.
-    static let widths = [10, 8, 10, 12, 8, 22, 8, 8, 24]
+    static let widths = [10, 8, 10, 12, 8, 22, 17, 8, 24]
 
     init(format: OutputFormat) {
         self.format = format
