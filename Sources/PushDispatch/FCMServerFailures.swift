@@ -13,12 +13,12 @@ import DeviceRegistry
 struct FCMServerFailures {
     /// The last answers, newest in the lowest bit: 1 for a server error.
     private var serverErrors: UInt64 = 0
-    private(set) var answers = 0
+    private var answers = 0
     private(set) var lastAnswer: ContinuousClock.Instant?
     /// When FCM last took one of these sends.
-    private(set) var lastAccepted: ContinuousClock.Instant?
+    private var lastAccepted: ContinuousClock.Instant?
     /// The first answer remembered.
-    private(set) var firstAnswer: ContinuousClock.Instant?
+    private var firstAnswer: ContinuousClock.Instant?
     /// Server errors since the last other answer.
     private(set) var serverErrorsInARow = 0
 
@@ -35,7 +35,7 @@ struct FCMServerFailures {
     /// Another app vouches for FCM only with a send FCM took this recently.
     static let vouchingRecency = Duration.seconds(10)
 
-    var failures: Int { serverErrors.nonzeroBitCount }
+    private var failures: Int { serverErrors.nonzeroBitCount }
 
     /// Records an answer (`accepted`: FCM took the message); true when FCM is failing these
     /// sends (at least half of at least `fewestAnswers` recent answers were server errors).
