@@ -48,6 +48,9 @@ struct DispatchStateMachine {
         let cursor: ClaimCursor
         /// How long to wait before reporting a failure, so that a database outage is not hammered.
         let backoff: Duration
+        /// A probe's claim among the apps other than those FCM's brown-out was probed on (which
+        /// `pausedApps` holds): when it finds nothing, every app has had its turn.
+        var passesOverProbedApps = false
     }
 
     /// What a claim found.
@@ -107,6 +110,11 @@ struct DispatchStateMachine {
     private var endedBrownOut: (since: ContinuousClock.Instant, ended: ContinuousClock.Instant)?
     private var fcmWide = FCMWideFailures()
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
+    /// Apps whose probe FCM answered with a server error in this brown-out: the next probes go
+    /// to other apps' deliveries while there are any. Otherwise one failing app's retries, due
+    /// first, would take every probe, and another app's sends, which FCM may take (and which
+    /// would then vouch for it), would wait for the whole brown-out.
+    private var probedApps: Set<Int64> = []
 
     /// An app whose sends FCM answers with server errors while it takes another app's.
     struct AppBrownOut {
@@ -173,18 +181,17 @@ struct DispatchStateMachine {
         if stopping { return ([], running == 0 && !claimInFlight && !highClaimInFlight) }
         var actions: [Action] = []
         let admission = reachability.admission(now: now)
-        var stale = false
-        if admission != .closed {
-            stale = refill(probe: admission == .probe, now: now, date: date, into: &actions)
-        }
-        guard admission != .closed else { return (actions, false) }
+        guard admission != .closed else { return ([], false) }
+        let passedOver = admission == .probe && brownOutSince != nil ? probedApps : []
+        let stale = refill(probe: admission == .probe, passingOver: passedOver, now: now, date: date, into: &actions)
         let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
         // ~0.4 ms besides its rows) and start while half a capacity's worth is still ready, so
         // that the slots keep being refilled while the claim runs.
         let wanted: Int
         if admission == .probe {
-            wanted = mayFindMore && ready.isEmpty && running == 0 ? 1 : 0
+            // No probe went: nothing ready to send but the passed-over apps'.
+            wanted = mayFindMore && running == 0 && !stale ? 1 : 0
         } else {
             wanted = mayFindMore && held <= concurrency + concurrency / 2 ? 2 * concurrency - held : 0
         }
@@ -195,6 +202,7 @@ struct DispatchStateMachine {
         // What both requests carry, worked out only when one goes (the loop polls per event).
         guard usual || high else { return (actions, false) }
         let paused = pausedApps(now: now)
+        let passesOver = wanted > 0 && !passedOver.isEmpty
         let failed = Array(failedJobs)
         let freshJobs = Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys)
         let backoff = Self.databaseBackoff(failures: databaseFailures + 1)
@@ -202,8 +210,9 @@ struct DispatchStateMachine {
             claimInFlight = true
             nextRecheck = now + Self.runningFreshness / 10
             var request = ClaimRequest(
-                limit: wanted, pausedApps: paused, failedJobs: failed, freshJobs: freshJobs,
-                recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor, backoff: backoff)
+                limit: wanted, pausedApps: passesOver ? Array(passedOver.union(paused)).sorted() : paused, failedJobs: failed,
+                freshJobs: freshJobs, recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor, backoff: backoff,
+                passesOverProbedApps: passesOver)
             if wanted > 0 {
                 // It expands high-priority audiences first, and returns with them at once.
                 request.refreshAudiences = audiencesStale
@@ -233,20 +242,27 @@ struct DispatchStateMachine {
 
     /// Fills free slots from the ready deliveries, by priority and then claim order, while their
     /// job was seen running lately; settles those that need no send (among them those past
-    /// their job's expiry). True when it stopped at one whose job is to be confirmed first.
-    private mutating func refill(probe: Bool, now: ContinuousClock.Instant, date: Date, into actions: inout [Action]) -> Bool {
+    /// their job's expiry). A probe is the first not of an app in `passedOver`. True when it
+    /// stopped at one whose job is to be confirmed first.
+    private mutating func refill(
+        probe: Bool, passingOver passedOver: Set<Int64>, now: ContinuousClock.Instant, date: Date, into actions: inout [Action]
+    ) -> Bool {
         var free = probe ? (running == 0 ? 1 : 0) : concurrency - running
         var batch: [Claim] = []
         var settled = Outbox.Batch()
         var forgotten: [DeliveryQueue.Lease] = []
         var stale = false
-        while free > 0, let (delivery, lane) = ready.next() {
+        func nextReady() -> (delivery: DeliveryQueue.Claimed, lane: Int, index: Int)? {
+            guard probe else { return ready.next() }
+            return ready.first(passingOver: { delivery in jobs[delivery.jobID].map { passedOver.contains($0.job.appID) } ?? false })
+        }
+        while free > 0, let (delivery, lane, index) = nextReady() {
             guard let seen = confirmedRunning[delivery.jobID], now - seen <= Self.runningFreshness, let job = jobs[delivery.jobID]?.job
             else {
                 stale = true
                 break
             }
-            ready.removeNext(from: lane)
+            ready.remove(lane: lane, index: index)
             if !delivery.jobRunning {
                 // Recorded as a retry without an attempt: the write turns it into the job's ending.
                 settle(
@@ -304,6 +320,11 @@ struct DispatchStateMachine {
             claimInFlight = false
             cursor = result.cursor
             if request.limit > 0 { mayFindMore = result.claimed.count >= request.limit || result.stoppedEarly }
+            if request.passesOverProbedApps && result.claimed.isEmpty {
+                // No other app has anything to send: the next probe may go to one probed before.
+                probedApps = []
+                mayFindMore = true
+            }
         } else {
             // A claim of high priority only says nothing about the rest, and leaves the cursor.
             highClaimInFlight = false
@@ -565,6 +586,7 @@ struct DispatchStateMachine {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOutSince == nil {
+            probedApps = []
             brownOutSince = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
             actions.append(
                 .log(
@@ -572,6 +594,7 @@ struct DispatchStateMachine {
                     "FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute",
                     ["push.reason": "\(code): \(message)"]))
         }
+        if attempt.probe { probedApps.insert(attempt.job.appID) }
         // The breaker closes and opens again during a brown-out: its bound counts from the start.
         _ = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOutSince ?? now,

@@ -29,18 +29,38 @@ struct ReadyLanes {
         count += 1
     }
 
-    /// The delivery the next free slot goes to, and its lane; nothing changes until ``removeNext(from:)``.
-    func next() -> (delivery: DeliveryQueue.Claimed, lane: Int)? {
+    /// The delivery the next free slot goes to, and where it waits; nothing changes until
+    /// ``remove(lane:index:)``.
+    func next() -> (delivery: DeliveryQueue.Claimed, lane: Int, index: Int)? {
         var best: (lane: Int, credit: Int)?
         for lane in lanes.indices where starts[lane] < lanes[lane].endIndex {
             let credit = credits[lane] + Self.laneWeights[lane]
             if best == nil || credit > best!.credit { best = (lane, credit) }
         }
-        return best.map { (lanes[$0.lane][starts[$0.lane]], $0.lane) }
+        return best.map { (lanes[$0.lane][starts[$0.lane]], $0.lane, starts[$0.lane]) }
     }
 
-    /// Takes the delivery ``next()`` returned from `lane`.
-    mutating func removeNext(from lane: Int) {
+    /// The first waiting delivery, highest priority first, that `passedOver` does not reject, and
+    /// where it waits; nothing changes until ``remove(lane:index:)``. For a probe, which is one
+    /// delivery chosen by its app, not a share of the slots.
+    func first(passingOver passedOver: (DeliveryQueue.Claimed) -> Bool) -> (delivery: DeliveryQueue.Claimed, lane: Int, index: Int)? {
+        for lane in lanes.indices {
+            if let index = lanes[lane][starts[lane]...].firstIndex(where: { !passedOver($0) }) {
+                return (lanes[lane][index], lane, index)
+            }
+        }
+        return nil
+    }
+
+    /// Takes the delivery ``next()`` or ``first(passingOver:)`` returned.
+    mutating func remove(lane: Int, index: Int) {
+        guard index != starts[lane] else { return removeNext(from: lane) }
+        lanes[lane].remove(at: index)
+        count -= 1
+    }
+
+    /// Takes the first delivery of `lane`, as a free slot's share.
+    private mutating func removeNext(from lane: Int) {
         var total = 0
         for other in lanes.indices {
             guard starts[other] < lanes[other].endIndex else {

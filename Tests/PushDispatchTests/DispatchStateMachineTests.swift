@@ -517,6 +517,73 @@ struct DispatchStateMachineTests {
         #expect(later.results.first.map { "\($0.status) \($0.attempted)" } == "pending false" && later.jobFailures.isEmpty)
     }
 
+    /// FCM's brown-out begun by one app's 503s, nobody vouching: a probe FCM answers with a server
+    /// error passes its app over for the next probes, which go to another app's ready delivery,
+    /// or to one a claim finds among the other apps. Only when no other app has anything does
+    /// the probed app get the next probe again. (Otherwise its retries, due first, would take
+    /// every probe and the other apps' sends wait for the whole brown-out.)
+    @Test func probesOfFCMsBrownOutGoToAnotherAppThanTheOneTheyFoundFailing() throws {
+        let jobs = [Self.job(1), Self.otherAppsJob(2)]
+        /// What a poll at `second` sent as a probe, and the claim it asked for.
+        func poll(_ machine: inout DispatchStateMachine, at second: Double) -> (probed: [Int64], claim: DispatchStateMachine.ClaimRequest?)
+        {
+            let actions = machine.poll(now: at(second), stopping: false).actions
+            let probed = actions.flatMap { action -> [Int64] in
+                guard case .send(let claims, probe: true) = action else { return [] }
+                return claims.map(\.claimed.deviceID)
+            }
+            return (probed, Self.claimRequest(actions))
+        }
+        /// Answers `request` with `claimed` (the ready ones' jobs running) and polls again.
+        func answer(
+            _ machine: inout DispatchStateMachine, _ request: DispatchStateMachine.ClaimRequest?, with claimed: [DeliveryQueue.Claimed],
+            at second: Double
+        ) throws -> (probed: [Int64], claim: DispatchStateMachine.ClaimRequest?) {
+            let request = try #require(request)
+            let result = DispatchStateMachine.ClaimResult(
+                claimed: claimed, loadedJobs: jobs.filter { !request.freshJobs.contains($0.id) }, runningJobs: Set(request.recheckJobs),
+                cursor: request.cursor)
+            _ = machine.claimed(result, for: request, now: at(second))
+            return poll(&machine, at: second)
+        }
+        func probeAnswer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer) -> DispatchStateMachine.Attempt {
+            .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: true)
+        }
+        /// 16 of the sick app's deliveries answered 503 (`ready` waiting), then a first probe,
+        /// the sick app's, answered 503 at 1 s: the next probe is due at 3 s.
+        func probedOnce(ready: [DeliveryQueue.Claimed]) throws -> DispatchStateMachine {
+            var machine = machine(concurrency: 16)
+            let sick = (1...16).map { Self.delivery($0, job: 1) }
+            #expect(Self.sent(try claim(&machine, sick + ready, jobs: jobs)) == Array(1...16))
+            for delivery in sick { _ = machine.answered(self.answer(delivery, Self.unavailable), now: at(0)) }
+            #expect(!machine.reachability.isReachable)
+            machine.hinted()
+            // A claim for the probe when nothing is ready; a check of the ready ones' jobs otherwise.
+            let check = poll(&machine, at: 1)
+            let probe = ready.first ?? Self.delivery(17, job: 1, attempts: 1)
+            #expect(check.claim?.pausedApps == [] && check.claim?.passesOverProbedApps == false)
+            #expect(try answer(&machine, check.claim, with: ready.isEmpty ? [probe] : [], at: 1).probed == [probe.deviceID])
+            _ = machine.answered(probeAnswer(probe, Self.unavailable), now: at(1.02))
+            #expect(!machine.reachability.isReachable && poll(&machine, at: 2.9).probed.isEmpty)
+            return machine
+        }
+        // Ready deliveries of both apps: the next probe is the other app's, behind the sick one's.
+        var ready = try probedOnce(ready: [Self.delivery(101, job: 1), Self.delivery(102, job: 1), Self.delivery(41, job: 2)])
+        #expect(try answer(&ready, poll(&ready, at: 3.1).claim, with: [], at: 3.1).probed == [41])
+        _ = ready.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent), now: at(3.12))
+        #expect(ready.reachability.isReachable)
+        // Nothing of another app ready: the probe's claim passes the sick app over and finds the other's.
+        var claimed = try probedOnce(ready: [])
+        let passing = try #require(poll(&claimed, at: 3.1).claim)
+        #expect(passing.limit == 1 && passing.pausedApps == [7] && passing.passesOverProbedApps)
+        #expect(try answer(&claimed, passing, with: [Self.delivery(41, job: 2)], at: 3.1).probed == [41])
+        // No other app has anything: the sick app's delivery is the probe after all.
+        var alone = try probedOnce(ready: [])
+        let none = try answer(&alone, poll(&alone, at: 3.1).claim, with: [], at: 3.1)
+        #expect(none.probed.isEmpty && none.claim?.pausedApps == [] && none.claim?.passesOverProbedApps == false)
+        #expect(try answer(&alone, none.claim, with: [Self.delivery(18, job: 1, attempts: 1)], at: 3.1).probed == [18])
+    }
+
     static let unavailable = FCMClient.Answer.answered(
         .transient(errorCode: .unavailable, message: "The service is currently unavailable.", retryAfter: nil, quota: false),
         elapsed: .milliseconds(20))

@@ -403,7 +403,8 @@ struct DispatchTests {
 
     /// FCM answering one app's project with 503s while it takes another app's sends: that app
     /// alone waits, spending no more attempts, while the other's jobs go out; once FCM takes its
-    /// sends again its job completes, every device sent.
+    /// sends again its job completes, every device sent. Its 503s come first, taken at first for
+    /// FCM's brown-out: the other app's jobs, queued then, are not left waiting behind its probes.
     @Test func oneAppsServerErrorsWhileAnotherIsAnsweredWellHoldThatAppOnly() async throws {
         try await WorkerFixture.with { fixture in
             let sickApp = try await fixture.addOtherApp(code: "sick")
@@ -429,9 +430,15 @@ struct DispatchTests {
                         idempotencyKey: nil, sendAt: nil, dryRun: false
                     ).id
                 }
-                // FCM takes the other app's sends while the sick app's 503s come: at first, with
-                // nothing to tell them apart, they are FCM's brown-out; once FCM is seen taking the
-                // other app's sends, the sick app's own.
+                // The sick app's 503s first, with nothing to tell them apart from FCM failing:
+                // FCM's brown-out. Its probes go to the other app's campaign too; once FCM is seen
+                // taking the other app's sends, the 503s are the sick app's own.
+                let fcmWarning = "warning FCM answers most sends with server errors"
+                let brownOut = ContinuousClock.now + .seconds(30)
+                while !log.lines.contains(where: { $0.hasPrefix(fcmWarning) }) && ContinuousClock.now < brownOut {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(log.lines.contains { $0.hasPrefix(fcmWarning) }, "\(log.lines)")
                 let deadline = ContinuousClock.now + .seconds(60)
                 while !log.lines.contains(where: { $0.hasPrefix(appsWarning) }) && ContinuousClock.now < deadline {
                     #expect(try await fixture.finished(try await fixture.campaign()).status == "completed")

@@ -14,8 +14,8 @@ struct ReadyLanesTests {
     static func take(_ lanes: inout ReadyLanes, _ count: Int) -> [Int64] {
         var jobs: [Int64] = []
         for _ in 0..<count {
-            guard let (delivery, lane) = lanes.next() else { break }
-            lanes.removeNext(from: lane)
+            guard let (delivery, lane, index) = lanes.next() else { break }
+            lanes.remove(lane: lane, index: index)
             jobs.append(delivery.jobID)
         }
         return jobs
@@ -51,6 +51,24 @@ struct ReadyLanesTests {
         for id in 1...10 { lanes.append(Self.delivery(Int64(id), job: Int64(id)), priority: .bulk) }
         #expect(Self.take(&lanes, 10) == Array(1...10))
         #expect(lanes.next() == nil && lanes.isEmpty)
+    }
+
+    /// A probe's pick: the first delivery, highest priority first, not passed over, taken from
+    /// the middle of its lane without disturbing the others' order.
+    @Test func aProbeTakesTheFirstDeliveryNotPassedOverWhereverItWaits() throws {
+        var lanes = ReadyLanes()
+        for id in 1...4 { lanes.append(Self.delivery(Int64(id), job: 1), priority: .high) }
+        lanes.append(Self.delivery(5, job: 2), priority: .high)
+        lanes.append(Self.delivery(6, job: 2), priority: .bulk)
+        let picked = try #require(lanes.first(passingOver: { $0.jobID == 1 }))
+        #expect(picked.delivery.deviceID == 5)
+        lanes.remove(lane: picked.lane, index: picked.index)
+        #expect(lanes.count == 5 && lanes.all.map(\.deviceID) == [1, 2, 3, 4, 6])
+        // At a lane's front it is taken as the next free slot's would be.
+        let front = try #require(lanes.first(passingOver: { _ in false }))
+        lanes.remove(lane: front.lane, index: front.index)
+        #expect(lanes.all.map(\.deviceID) == [2, 3, 4, 6] && lanes.first(passingOver: { _ in true }) == nil)
+        #expect(Self.take(&lanes, 4) == [1, 1, 1, 2] && lanes.isEmpty)
     }
 
     @Test func endedJobsAreMarkedWhereverTheyWait() {
