@@ -461,9 +461,9 @@ struct DeliveryQueue: Sendable {
                 -- pending deliveries when it was cancelled, failed with the job's reason when it failed.
                 SELECT r.row_id, r.lease_owner, r.job_id, r.device_id, r.attempted, r.next_attempt, NULLIF(r.message_id, '') AS message_id,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN r.status
-                            WHEN j.status = 'cancelled' THEN 'skipped' ELSE 'failed' END AS status,
+                            WHEN j.status = 'cancelled' THEN \(DeliveryStatus.skipped) ELSE \(DeliveryStatus.failed) END AS status,
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.code, '')
-                            WHEN j.status = 'cancelled' THEN 'CANCELLED' ELSE 'JOB_' || upper(j.status) END AS code,
+                            WHEN j.status = 'cancelled' THEN \(DeliveryErrorCode.cancelled) ELSE \(DeliveryErrorCode.jobFailed) END AS code,
                        -- A JOB_ENDED mark's message, if any, goes on after the ending's (a taken-over chunk's
                        -- "may have been sent").
                        CASE WHEN r.status <> 'pending' OR j.status = 'running' THEN NULLIF(r.message, '')

@@ -110,11 +110,12 @@ struct DispatchStateMachine {
     private var endedBrownOut: (since: ContinuousClock.Instant, ended: ContinuousClock.Instant)?
     private var fcmWide = FCMWideFailures()
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
-    /// Apps whose probe FCM answered with a server error in this brown-out: the next probes go
-    /// to other apps' deliveries while there are any. Otherwise one failing app's retries, due
-    /// first, would take every probe, and another app's sends, which FCM may take (and which
-    /// would then vouch for it), would wait for the whole brown-out.
-    private var probedApps: Set<Int64> = []
+    /// Apps whose probe FCM answered with a server error in this brown-out (their code and
+    /// FCM's error, for the line their own brown-out would get): the next probes go to other
+    /// apps' deliveries while there are any. Otherwise one failing app's retries, due first,
+    /// would take every probe, and another app's sends, which FCM may take, would wait for the
+    /// whole brown-out. One of those taken puts these apps in brown-outs of their own.
+    private var probedApps: [Int64: (appCode: String, reason: String)] = [:]
 
     /// An app whose sends FCM answers with server errors while it takes another app's.
     struct AppBrownOut {
@@ -182,7 +183,7 @@ struct DispatchStateMachine {
         var actions: [Action] = []
         let admission = reachability.admission(now: now)
         guard admission != .closed else { return ([], false) }
-        let passedOver = admission == .probe && brownOutSince != nil ? probedApps : []
+        let passedOver = admission == .probe && brownOutSince != nil ? Set(probedApps.keys) : []
         let stale = refill(probe: admission == .probe, passingOver: passedOver, now: now, date: date, into: &actions)
         let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
@@ -321,9 +322,11 @@ struct DispatchStateMachine {
             cursor = result.cursor
             if request.limit > 0 { mayFindMore = result.claimed.count >= request.limit || result.stoppedEarly }
             if request.passesOverProbedApps && result.claimed.isEmpty {
-                // No other app has anything to send: the next probe may go to one probed before.
-                probedApps = []
+                // No other app has anything to send: the next probe may go to one probed before,
+                // among the due deliveries this claim found none of.
+                probedApps = [:]
                 mayFindMore = true
+                cursor.nextDueClaim = now
             }
         } else {
             // A claim of high priority only says nothing about the rest, and leaves the cursor.
@@ -473,6 +476,22 @@ struct DispatchStateMachine {
             }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
+                if attempt.probe, case .sent = answered, brownOutSince != nil {
+                    // FCM took this app's probe after answering other apps' with server errors:
+                    // their trouble is their own. Each waits in a brown-out of its own, its
+                    // answers left out of the worker's, rather than all of its due deliveries
+                    // going out (and failing) each time another app's probe closes the breaker.
+                    for (app, probed) in probedApps.sorted(by: { $0.key < $1.key }) where app != job.appID {
+                        var brownOut = appBrownOut(
+                            app, appCode: probed.appCode, reason: probed.reason, since: brownOutSince ?? now, now: now, actions: &actions)
+                        if case .retry(let at) = brownOut.breaker.notSent(unreachable: true, probe: false, now: now) {
+                            pause(app: app, for: at - now, now: now)
+                            brownOut.pausedUntil = pausedApps[app]
+                        }
+                        appBrownOuts[app] = brownOut
+                    }
+                    probedApps = [:]
+                }
                 // An outage ends with any answer; a brown-out with an answer other than a server
                 // error, to an app not in a brown-out of its own, once server errors are less than
                 // half of the worker's answers (or too few to say).
@@ -586,7 +605,7 @@ struct DispatchStateMachine {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOutSince == nil {
-            probedApps = []
+            probedApps = [:]
             brownOutSince = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
             actions.append(
                 .log(
@@ -594,7 +613,7 @@ struct DispatchStateMachine {
                     "FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute",
                     ["push.reason": "\(code): \(message)"]))
         }
-        if attempt.probe { probedApps.insert(attempt.job.appID) }
+        if attempt.probe { probedApps[attempt.job.appID] = (attempt.job.appCode, "\(code): \(message)") }
         // The breaker closes and opens again during a brown-out: its bound counts from the start.
         _ = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOutSince ?? now,
@@ -651,19 +670,7 @@ struct DispatchStateMachine {
         // A probe of FCM's breaker that found this app's trouble says nothing of FCM's: another goes.
         if attempt.probe { reachability.probeInconclusive() }
         let app = job.appID
-        var brownOut =
-            appBrownOuts[app]
-            ?? AppBrownOut(
-                breaker: reachability.closed,
-                since: endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now)
-        if appBrownOuts[app] == nil {
-            fcmWide.leaveOut(app: app)
-            actions.append(
-                .log(
-                    .warning,
-                    "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
-                    ["push.app": "\(job.appCode)", "push.reason": "\(code): \(message)"]))
-        }
+        var brownOut = appBrownOut(app, appCode: job.appCode, reason: "\(code): \(message)", since: now, now: now, actions: &actions)
         let verdict = brownOut.breaker.notSent(unreachable: true, probe: false, now: now)
         if let wait = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut.since,
@@ -673,6 +680,24 @@ struct DispatchStateMachine {
             brownOut.pausedUntil = pausedApps[app]
         }
         appBrownOuts[app] = brownOut
+    }
+
+    /// `app`'s brown-out: the one it is in, or one begun at `since` (or at its last one's start,
+    /// when that ended within ``brownOutResumedWithin``), its answers left out of the worker's
+    /// from now on, said once.
+    private mutating func appBrownOut(
+        _ app: Int64, appCode: String, reason: String, since: ContinuousClock.Instant, now: ContinuousClock.Instant,
+        actions: inout [Action]
+    ) -> AppBrownOut {
+        if let brownOut = appBrownOuts[app] { return brownOut }
+        fcmWide.leaveOut(app: app)
+        actions.append(
+            .log(
+                .warning,
+                "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
+                ["push.app": "\(appCode)", "push.reason": "\(reason)"]))
+        let resumed = endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil }
+        return AppBrownOut(breaker: reachability.closed, since: min(resumed ?? since, since))
     }
 
     /// The one outcome that may reach a phone twice (the retry of a send FCM may have taken)

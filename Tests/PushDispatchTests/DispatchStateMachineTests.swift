@@ -521,7 +521,9 @@ struct DispatchStateMachineTests {
     /// error passes its app over for the next probes, which go to another app's ready delivery,
     /// or to one a claim finds among the other apps. Only when no other app has anything does
     /// the probed app get the next probe again. (Otherwise its retries, due first, would take
-    /// every probe and the other apps' sends wait for the whole brown-out.)
+    /// every probe and the other apps' sends wait for the whole brown-out.) FCM taking the other
+    /// app's probe puts the probed app in a brown-out of its own: paused, not let out whole
+    /// each time the breaker closes.
     @Test func probesOfFCMsBrownOutGoToAnotherAppThanTheOneTheyFoundFailing() throws {
         let jobs = [Self.job(1), Self.otherAppsJob(2)]
         /// What a poll at `second` sent as a probe, and the claim it asked for.
@@ -552,7 +554,7 @@ struct DispatchStateMachineTests {
         /// 16 of the sick app's deliveries answered 503 (`ready` waiting), then a first probe,
         /// the sick app's, answered 503 at 1 s: the next probe is due at 3 s.
         func probedOnce(ready: [DeliveryQueue.Claimed]) throws -> DispatchStateMachine {
-            var machine = machine(concurrency: 16)
+            var machine = machine(concurrency: 16, longestOutage: .seconds(10))
             let sick = (1...16).map { Self.delivery($0, job: 1) }
             #expect(Self.sent(try claim(&machine, sick + ready, jobs: jobs)) == Array(1...16))
             for delivery in sick { _ = machine.answered(self.answer(delivery, Self.unavailable), now: at(0)) }
@@ -570,8 +572,16 @@ struct DispatchStateMachineTests {
         // Ready deliveries of both apps: the next probe is the other app's, behind the sick one's.
         var ready = try probedOnce(ready: [Self.delivery(101, job: 1), Self.delivery(102, job: 1), Self.delivery(41, job: 2)])
         #expect(try answer(&ready, poll(&ready, at: 3.1).claim, with: [], at: 3.1).probed == [41])
-        _ = ready.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent), now: at(3.12))
-        #expect(ready.reachability.isReachable)
+        let taken = ready.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent), now: at(3.12))
+        #expect(
+            Self.logged(taken) == [
+                "warning FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
+                "notice FCM answers again; sending resumes",
+            ])
+        #expect(ready.reachability.isReachable && ready.pausedApps(now: at(4.1)) == [7] && ready.pausedApps(now: at(4.13)).isEmpty)
+        // Its brown-out counts from FCM's: past the bound, its 503 fails the job.
+        let late = Self.written(ready.answered(self.answer(Self.delivery(101, job: 1), Self.unavailable), now: at(10.5)))
+        #expect(late.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered the app's sends with server errors for over 10 s") == true)
         // Nothing of another app ready: the probe's claim passes the sick app over and finds the other's.
         var claimed = try probedOnce(ready: [])
         let passing = try #require(poll(&claimed, at: 3.1).claim)
@@ -579,8 +589,14 @@ struct DispatchStateMachineTests {
         #expect(try answer(&claimed, passing, with: [Self.delivery(41, job: 2)], at: 3.1).probed == [41])
         // No other app has anything: the sick app's delivery is the probe after all.
         var alone = try probedOnce(ready: [])
-        let none = try answer(&alone, poll(&alone, at: 3.1).claim, with: [], at: 3.1)
+        // The claim found no due delivery of the others, and looks for due ones only now and then.
+        let passed = try #require(poll(&alone, at: 3.1).claim)
+        var paused = passed.cursor
+        paused.nextDueClaim = at(3.2)
+        _ = alone.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: paused), for: passed, now: at(3.1))
+        let none = poll(&alone, at: 3.1)
         #expect(none.probed.isEmpty && none.claim?.pausedApps == [] && none.claim?.passesOverProbedApps == false)
+        #expect(none.claim.map { $0.cursor.nextDueClaim <= at(3.1) } == true, "the probed app's due deliveries are looked for at once")
         #expect(try answer(&alone, none.claim, with: [Self.delivery(18, job: 1, attempts: 1)], at: 3.1).probed == [18])
     }
 
