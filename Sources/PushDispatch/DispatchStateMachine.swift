@@ -125,6 +125,10 @@ struct DispatchStateMachine {
         let since: ContinuousClock.Instant
         /// The end of the pause it set last.
         var pausedUntil: ContinuousClock.Instant?
+        /// Whether the operator was told. One begun when FCM took another app's probe is told
+        /// only when FCM fails the app again: at the end of a brown-out FCM had for everyone,
+        /// an app whose probe failed a minute before has no trouble of its own.
+        var warned: Bool
     }
 
     /// Apps in a brown-out of their own: each paused on a breaker of its own, the other apps
@@ -443,11 +447,13 @@ struct DispatchStateMachine {
                         appBrownOuts[app] = nil
                         endedAppBrownOuts[app] = (brownOut.since, now)
                         if let until = brownOut.pausedUntil, pausedApps[app] == until { pausedApps[app] = nil }
-                        let outage = (now - brownOut.since).components.seconds
-                        actions.append(
-                            .log(
-                                .notice, "FCM answers the app's sends again; its sending resumes",
-                                ["push.app": "\(job.appCode)", "push.outage_seconds": "\(outage)"]))
+                        if brownOut.warned {
+                            let outage = (now - brownOut.since).components.seconds
+                            actions.append(
+                                .log(
+                                    .notice, "FCM answers the app's sends again; its sending resumes",
+                                    ["push.app": "\(job.appCode)", "push.outage_seconds": "\(outage)"]))
+                        }
                     }
                 } else {
                     // Answers forgotten as too old end the brown-out they made, without a word.
@@ -478,12 +484,14 @@ struct DispatchStateMachine {
                 actions.append(.recordLatency(elapsed))
                 if attempt.probe, case .sent = answered, brownOutSince != nil {
                     // FCM took this app's probe after answering other apps' with server errors:
-                    // their trouble is their own. Each waits in a brown-out of its own, its
+                    // their trouble may be their own. Each waits in a brown-out of its own, its
                     // answers left out of the worker's, rather than all of its due deliveries
-                    // going out (and failing) each time another app's probe closes the breaker.
+                    // going out (and failing) each time another app's probe closes the breaker;
+                    // it is told when FCM fails the app again.
                     for (app, probed) in probedApps.sorted(by: { $0.key < $1.key }) where app != job.appID {
                         var brownOut = appBrownOut(
-                            app, appCode: probed.appCode, reason: probed.reason, since: brownOutSince ?? now, now: now, actions: &actions)
+                            app, appCode: probed.appCode, reason: probed.reason, since: brownOutSince ?? now, now: now, warn: false,
+                            actions: &actions)
                         if case .retry(let at) = brownOut.breaker.notSent(unreachable: true, probe: false, now: now) {
                             pause(app: app, for: at - now, now: now)
                             brownOut.pausedUntil = pausedApps[app]
@@ -670,7 +678,8 @@ struct DispatchStateMachine {
         // A probe of FCM's breaker that found this app's trouble says nothing of FCM's: another goes.
         if attempt.probe { reachability.probeInconclusive() }
         let app = job.appID
-        var brownOut = appBrownOut(app, appCode: job.appCode, reason: "\(code): \(message)", since: now, now: now, actions: &actions)
+        var brownOut = appBrownOut(
+            app, appCode: job.appCode, reason: "\(code): \(message)", since: now, now: now, warn: true, actions: &actions)
         let verdict = brownOut.breaker.notSent(unreachable: true, probe: false, now: now)
         if let wait = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut.since,
@@ -684,20 +693,28 @@ struct DispatchStateMachine {
 
     /// `app`'s brown-out: the one it is in, or one begun at `since` (or at its last one's start,
     /// when that ended within ``brownOutResumedWithin``), its answers left out of the worker's
-    /// from now on, said once.
+    /// from now on; told once, when `warn` first is.
     private mutating func appBrownOut(
-        _ app: Int64, appCode: String, reason: String, since: ContinuousClock.Instant, now: ContinuousClock.Instant,
+        _ app: Int64, appCode: String, reason: String, since: ContinuousClock.Instant, now: ContinuousClock.Instant, warn: Bool,
         actions: inout [Action]
     ) -> AppBrownOut {
-        if let brownOut = appBrownOuts[app] { return brownOut }
-        fcmWide.leaveOut(app: app)
-        actions.append(
-            .log(
-                .warning,
-                "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
-                ["push.app": "\(appCode)", "push.reason": "\(reason)"]))
-        let resumed = endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil }
-        return AppBrownOut(breaker: reachability.closed, since: min(resumed ?? since, since))
+        var brownOut: AppBrownOut
+        if let current = appBrownOuts[app] {
+            brownOut = current
+        } else {
+            fcmWide.leaveOut(app: app)
+            let resumed = endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil }
+            brownOut = AppBrownOut(breaker: reachability.closed, since: min(resumed ?? since, since), warned: false)
+        }
+        if warn && !brownOut.warned {
+            brownOut.warned = true
+            actions.append(
+                .log(
+                    .warning,
+                    "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
+                    ["push.app": "\(appCode)", "push.reason": "\(reason)"]))
+        }
+        return brownOut
     }
 
     /// The one outcome that may reach a phone twice (the retry of a send FCM may have taken)
