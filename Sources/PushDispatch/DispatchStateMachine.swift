@@ -17,6 +17,9 @@ struct DispatchStateMachine {
         let result: Result<FCMClient.Answer, AccessTokenError>
         /// Sent while FCM was thought unreachable, to find out whether it is back.
         let probe: Bool
+        /// When the send left (the clock of the events that sent it): an answer to a send that
+        /// left before a brown-out began does not end it.
+        let sentAt: ContinuousClock.Instant
     }
 
     /// What the claim's queries remember between claims, kept here between them.
@@ -67,8 +70,9 @@ struct DispatchStateMachine {
 
     /// What the I/O layer carries out.
     enum Action {
-        /// Send these, each delivery's attempt reported as its answer comes.
-        case send([Claim], probe: Bool)
+        /// Send these, each delivery's attempt reported as its answer comes, with `probe` and
+        /// `sentAt` as ``Attempt`` has them.
+        case send([Claim], probe: Bool, sentAt: ContinuousClock.Instant)
         /// Run this claim and report how it ended.
         case claim(ClaimRequest)
         /// Hand to the writer.
@@ -102,8 +106,9 @@ struct DispatchStateMachine {
     private var mayFindMore = true
     private var cursor = ClaimCursor()
     private(set) var reachability: FCMReachability
-    /// When most of FCM's answers became server errors; nil when they are not.
-    private var brownOutSince: ContinuousClock.Instant?
+    /// Since when most of FCM's answers are server errors (the first start of one that started
+    /// again soon after it ended), and when they became most this time; nil when they are not.
+    private var brownOut: (since: ContinuousClock.Instant, began: ContinuousClock.Instant)?
     /// The last brown-out's start and end: one that starts again within `brownOutResumedWithin`
     /// is the same one, its bound counted from the first start (otherwise a brown-out that ends
     /// and starts over would hold deliveries for good).
@@ -123,6 +128,8 @@ struct DispatchStateMachine {
         var breaker: FCMReachability
         /// Its bound counts from here.
         let since: ContinuousClock.Instant
+        /// When it began: answers to sends that left before do not end it.
+        let began: ContinuousClock.Instant
         /// The end of the pause it set last.
         var pausedUntil: ContinuousClock.Instant?
         /// Whether the operator was told. One begun when FCM took another app's probe is told
@@ -187,7 +194,7 @@ struct DispatchStateMachine {
         var actions: [Action] = []
         let admission = reachability.admission(now: now)
         guard admission != .closed else { return ([], false) }
-        let passedOver = admission == .probe && brownOutSince != nil ? Set(probedApps.keys) : []
+        let passedOver = admission == .probe && brownOut != nil ? Set(probedApps.keys) : []
         let stale = refill(probe: admission == .probe, passingOver: passedOver, now: now, date: date, into: &actions)
         let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
@@ -298,7 +305,7 @@ struct DispatchStateMachine {
         }
         running += batch.count
         if probe && !batch.isEmpty { reachability.probeSent() }
-        if !batch.isEmpty { actions.append(.send(batch, probe: probe)) }
+        if !batch.isEmpty { actions.append(.send(batch, probe: probe, sentAt: now)) }
         if !settled.isEmpty { actions.append(.write(settled)) }
         if !forgotten.isEmpty { actions.append(.forgetLeased(forgotten)) }
         return stale
@@ -443,7 +450,7 @@ struct DispatchStateMachine {
                         failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                         return
                     }
-                    if !appFailing {
+                    if !appFailing && attempt.sentAt >= brownOut.began {
                         appBrownOuts[app] = nil
                         endedAppBrownOuts[app] = (brownOut.since, now)
                         if let until = brownOut.pausedUntil, pausedApps[app] == until { pausedApps[app] = nil }
@@ -457,7 +464,7 @@ struct DispatchStateMachine {
                     }
                 } else {
                     // Answers forgotten as too old end the brown-out they made, without a word.
-                    if !fcmWide.record(app: app, serverError: serverError, now: now) { brownOutSince = nil }
+                    if !fcmWide.record(app: app, serverError: serverError, now: now) { brownOut = nil }
                     if serverError, let window = appServerFailures[app] {
                         // FCM's trouble when it shows in this app's answers or the worker's,
                         // unless another app vouches for FCM. Beside an app's brown-out it shows in
@@ -482,7 +489,7 @@ struct DispatchStateMachine {
             }
             if let elapsed {
                 actions.append(.recordLatency(elapsed))
-                if attempt.probe, case .sent = answered, brownOutSince != nil {
+                if attempt.probe, case .sent = answered, let since = brownOut?.since {
                     // FCM took this app's probe after answering other apps' with server errors:
                     // their trouble may be their own. Each waits in a brown-out of its own, its
                     // answers left out of the worker's, rather than all of its due deliveries
@@ -490,7 +497,7 @@ struct DispatchStateMachine {
                     // it is told when FCM fails the app again.
                     for (app, probed) in probedApps.sorted(by: { $0.key < $1.key }) where app != job.appID {
                         var brownOut = appBrownOut(
-                            app, appCode: probed.appCode, reason: probed.reason, since: brownOutSince ?? now, now: now, warn: false,
+                            app, appCode: probed.appCode, reason: probed.reason, since: since, now: now, warn: false,
                             actions: &actions)
                         if case .retry(let at) = brownOut.breaker.notSent(unreachable: true, probe: false, now: now) {
                             pause(app: app, for: at - now, now: now)
@@ -501,23 +508,26 @@ struct DispatchStateMachine {
                     probedApps = [:]
                 }
                 // An outage ends with any answer; a brown-out with an answer other than a server
-                // error, to an app not in a brown-out of its own, once server errors are less than
-                // half of the worker's answers (or too few to say).
+                // error, to a send that left after it began, of an app not in a brown-out of its
+                // own, once server errors are less than half of the worker's answers (or too few
+                // to say). An answer to a send that left before says what FCM was: at the tipping
+                // point, the sends in flight would end and start it again and again.
                 let outageSince =
-                    if let since = brownOutSince {
-                        !serverError && appBrownOuts[job.appID] == nil && !fcmWide.isFailing ? since : nil
+                    if let brownOut {
+                        !serverError && attempt.sentAt >= brownOut.began && appBrownOuts[job.appID] == nil && !fcmWide.isFailing
+                            ? brownOut.since : nil
                     } else {
                         reachability.unreachableSince
                     }
                 if let since = outageSince {
                     let outage = (now - since).components.seconds
                     actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.outage_seconds": "\(outage)"]))
-                    if brownOutSince != nil { endedBrownOut = (since, now) }
-                    brownOutSince = nil
+                    if brownOut != nil { endedBrownOut = (since, now) }
+                    brownOut = nil
                 }
                 // During a brown-out only a probe's answer says FCM takes sends again: one sent
                 // before the breaker opened would let every waiting delivery out for its 503.
-                if brownOutSince == nil || attempt.probe { reachability.answered() }
+                if brownOut == nil || attempt.probe { reachability.answered() }
             } else if attempt.probe {
                 reachability.probeInconclusive()
             }
@@ -612,9 +622,10 @@ struct DispatchStateMachine {
     ) {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
-        if brownOutSince == nil {
+        if brownOut == nil {
             probedApps = [:]
-            brownOutSince = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
+            let since = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
+            brownOut = (since, now)
             actions.append(
                 .log(
                     .warning,
@@ -624,7 +635,7 @@ struct DispatchStateMachine {
         if attempt.probe { probedApps[attempt.job.appID] = (attempt.job.appCode, "\(code): \(message)") }
         // The breaker closes and opens again during a brown-out: its bound counts from the start.
         _ = hold(
-            attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOutSince ?? now,
+            attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut?.since ?? now,
             answered: "server errors", now: now, date: date, write: &write, actions: &actions)
     }
 
@@ -704,7 +715,7 @@ struct DispatchStateMachine {
         } else {
             fcmWide.leaveOut(app: app)
             let resumed = endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil }
-            brownOut = AppBrownOut(breaker: reachability.closed, since: min(resumed ?? since, since), warned: false)
+            brownOut = AppBrownOut(breaker: reachability.closed, since: min(resumed ?? since, since), began: now, warned: false)
         }
         if warn && !brownOut.warned {
             brownOut.warned = true

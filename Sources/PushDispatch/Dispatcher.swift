@@ -127,13 +127,13 @@ public struct Dispatcher: Service {
     private func perform(_ actions: [DispatchStateMachine.Action], in group: inout DiscardingTaskGroup) {
         for action in actions {
             switch action {
-            case .send(let batch, let probe):
+            case .send(let batch, let probe, let sentAt):
                 // Sent in slices, each written to the connections with one flush; every answer
                 // frees its slot as it comes.
                 for start in stride(from: 0, to: batch.count, by: Self.sendSlice) {
                     let slice = Array(batch[start..<min(start + Self.sendSlice, batch.count)])
                     group.addTask { [inbox, tokens, fcm] in
-                        await Self.attempt(slice, probe: probe, tokens: tokens, fcm: fcm, report: inbox.add)
+                        await Self.attempt(slice, probe: probe, sentAt: sentAt, tokens: tokens, fcm: fcm, report: inbox.add)
                     }
                 }
             case .claim(let request):
@@ -332,18 +332,22 @@ public struct Dispatcher: Service {
     /// token, and reports each delivery's attempt as its answer comes; a 401 gets one token
     /// refresh and one more try.
     private static func attempt(
-        _ batch: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
+        _ batch: [Claim], probe: Bool, sentAt: ContinuousClock.Instant, tokens: AccessTokenCache, fcm: FCMClient,
         report: @escaping @Sendable (Attempt) -> Void
     ) async {
         let byJob = Dictionary(grouping: batch, by: { $0.job.id }).values
-        guard byJob.count > 1 else { return await attempt(sameJob: batch, probe: probe, tokens: tokens, fcm: fcm, report: report) }
+        guard byJob.count > 1 else {
+            return await attempt(sameJob: batch, probe: probe, sentAt: sentAt, tokens: tokens, fcm: fcm, report: report)
+        }
         await withTaskGroup(of: Void.self) { group in
-            for claims in byJob { group.addTask { await attempt(sameJob: claims, probe: probe, tokens: tokens, fcm: fcm, report: report) } }
+            for claims in byJob {
+                group.addTask { await attempt(sameJob: claims, probe: probe, sentAt: sentAt, tokens: tokens, fcm: fcm, report: report) }
+            }
         }
     }
 
     private static func attempt(
-        sameJob claims: [Claim], probe: Bool, tokens: AccessTokenCache, fcm: FCMClient,
+        sameJob claims: [Claim], probe: Bool, sentAt: ContinuousClock.Instant, tokens: AccessTokenCache, fcm: FCMClient,
         report: @escaping @Sendable (Attempt) -> Void
     ) async {
         let job = claims[0].job
@@ -353,7 +357,7 @@ public struct Dispatcher: Service {
             report(
                 Attempt(
                     claimed: claims[index].claimed, job: job, result: .failure(error as? AccessTokenError ?? .transient("\(error)")),
-                    probe: probe))
+                    probe: probe, sentAt: sentAt))
         }
         let token: String
         do {
@@ -368,7 +372,7 @@ public struct Dispatcher: Service {
             if case .answered(.unauthenticated, _) = answer {
                 expired.withLock { $0.append(index) }
             } else {
-                report(Attempt(claimed: claims[index].claimed, job: job, result: .success(answer), probe: probe))
+                report(Attempt(claimed: claims[index].claimed, job: job, result: .success(answer), probe: probe, sentAt: sentAt))
             }
         }
         let refused = expired.withLock { $0 }
@@ -379,7 +383,7 @@ public struct Dispatcher: Service {
         do {
             let fresh = try await tokens.token(for: account)
             await fcm.send(refused.map { sends[$0] }, projectID: account.projectID, accessToken: fresh, express: express) { index, answer in
-                report(Attempt(claimed: claims[refused[index]].claimed, job: job, result: .success(answer), probe: probe))
+                report(Attempt(claimed: claims[refused[index]].claimed, job: job, result: .success(answer), probe: probe, sentAt: sentAt))
             }
         } catch {
             for index in refused { failed(index, error) }

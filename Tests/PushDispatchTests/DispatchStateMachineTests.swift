@@ -55,7 +55,7 @@ struct DispatchStateMachineTests {
 
     static func sent(_ actions: [DispatchStateMachine.Action]) -> [Int64] {
         actions.flatMap { action -> [Int64] in
-            guard case .send(let claims, _) = action else { return [] }
+            guard case .send(let claims, _, _) = action else { return [] }
             return claims.map(\.claimed.deviceID)
         }
     }
@@ -75,8 +75,11 @@ struct DispatchStateMachineTests {
         actions.compactMap { if case .log(let level, let message, _) = $0 { "\(level) \(message)" } else { nil } }
     }
 
-    func answer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, probe: Bool = false) -> DispatchStateMachine.Attempt {
-        .init(claimed: delivery, job: Self.job(), result: .success(answer), probe: probe)
+    /// An attempt of job 1, its send left at `sent` seconds.
+    func answer(
+        _ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, probe: Bool = false, sent: Double = 0
+    ) -> DispatchStateMachine.Attempt {
+        .init(claimed: delivery, job: Self.job(), result: .success(answer), probe: probe, sentAt: at(sent))
     }
 
     @Test func claimsAheadAndRefillsEachSlotAsItsAnswerComes() throws {
@@ -222,7 +225,8 @@ struct DispatchStateMachineTests {
         let check = try #require(Self.claimRequest(actions))
         actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(1))
         actions += machine.poll(now: at(1), stopping: false).actions
-        #expect(actions.contains { if case .send(let claims, probe: true) = $0 { claims.map(\.claimed.deviceID) == [9] } else { false } })
+        #expect(
+            actions.contains { if case .send(let claims, probe: true, _) = $0 { claims.map(\.claimed.deviceID) == [9] } else { false } })
         #expect(Self.sent(machine.poll(now: at(1.01), stopping: false).actions).isEmpty)
         let back = machine.answered(
             answer(claimed[8], .answered(.sent(messageID: "m"), elapsed: .milliseconds(40)), probe: true), now: at(1.02))
@@ -336,16 +340,17 @@ struct DispatchStateMachineTests {
             actions = machine.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [1], cursor: check.cursor), for: check, now: at(1.5))
             actions += machine.poll(now: at(1.5), stopping: false).actions
         }
-        #expect(actions.contains { if case .send(let claims, probe: true) = $0 { claims.map(\.claimed.deviceID) == [33] } else { false } })
-        let afterProbe = machine.answered(answer(claimed[32], sent, probe: true), now: at(1.6))
+        #expect(
+            actions.contains { if case .send(let claims, probe: true, _) = $0 { claims.map(\.claimed.deviceID) == [33] } else { false } })
+        let afterProbe = machine.answered(answer(claimed[32], sent, probe: true, sent: 1.5), now: at(1.6))
         #expect(Self.logged(afterProbe).isEmpty && machine.reachability.isReachable)
         #expect(Self.sent(afterProbe) + Self.sent(machine.poll(now: at(1.6), stopping: false).actions) == Array(34...40))
         // Answers through until server errors are fewer than half: FCM is back, said once.
         var lines: [String] = []
-        for delivery in claimed[33..<35] { lines += Self.logged(machine.answered(answer(delivery, sent), now: at(1.7))) }
+        for delivery in claimed[33..<35] { lines += Self.logged(machine.answered(answer(delivery, sent, sent: 1.6), now: at(1.7))) }
         #expect(lines == ["notice FCM answers again; sending resumes"], "\(lines)")
         // With a few more through, a 503 spends an attempt again.
-        for delivery in claimed[35..<37] { _ = machine.answered(answer(delivery, sent), now: at(1.75)) }
+        for delivery in claimed[35..<37] { _ = machine.answered(answer(delivery, sent, sent: 1.6), now: at(1.75)) }
         let next = machine.answered(answer(claimed[37], unavailable), now: at(1.8))
         #expect(Self.written(next).results.first?.attempted == true && machine.reachability.isReachable)
     }
@@ -384,9 +389,12 @@ struct DispatchStateMachineTests {
         let well = (41...64).map { Self.delivery($0, job: 2) }
         let jobs = [Self.job(1), Self.otherAppsJob(2)]
         #expect(Self.sent(try claim(&machine, sick + well, jobs: jobs)).count == 64)
-        func answer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, at second: Double) -> [DispatchStateMachine.Action] {
+        func answer(
+            _ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, at second: Double, sent: Double = 0
+        ) -> [DispatchStateMachine.Action] {
             machine.answered(
-                .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: false), now: at(second))
+                .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: false, sentAt: at(sent)),
+                now: at(second))
         }
         let sent = FCMClient.Answer.answered(.sent(messageID: "m"), elapsed: .milliseconds(20))
         // Its first fifteen 503s spend an attempt each, as one device's would; FCM takes the
@@ -416,9 +424,10 @@ struct DispatchStateMachineTests {
         #expect(
             again.results.first?.attempted == false && machine.pausedApps(now: at(3.49)) == [7] && machine.pausedApps(now: at(3.51)).isEmpty
         )
-        // Answers that went through, until server errors are fewer than half of its last ones: back, said once.
+        // Answers to sends after its pause that went through, until server errors are fewer
+        // than half of its last ones: back, said once.
         var lines: [String] = []
-        for delivery in sick[0..<40] { lines += Self.logged(answer(delivery, sent, at: 4)) }
+        for delivery in sick[0..<40] { lines += Self.logged(answer(delivery, sent, at: 4, sent: 3.6)) }
         #expect(lines == ["notice FCM answers the app's sends again; its sending resumes"], "\(lines)")
         #expect(Self.written(answer(sick[1], Self.unavailable, at: 4.1)).results.first?.attempted == true)
     }
@@ -433,7 +442,7 @@ struct DispatchStateMachineTests {
             let well = (41...56).map { Self.delivery($0, job: 2) }
             #expect(Self.sent(try claim(&machine, sick + well, jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 56)
             _ = machine.answered(answer(sick[0], Self.unavailable), now: at(second - 0.1))
-            for delivery in well { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(second)) }
+            for delivery in well { _ = machine.answered(otherAppsAnswer(delivery, Self.sent), now: at(second)) }
             for delivery in sick[1..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(11)) }
             return (machine, sick)
         }
@@ -449,28 +458,31 @@ struct DispatchStateMachineTests {
     /// FCM failing everyone just after one app's brown-out began (another app vouching then):
     /// that other app's first 503s spend an attempt, as one device's would, but its fourth in a
     /// row is FCM's brown-out, before its few answers could spend their attempts. The sick app's
-    /// answers neither end FCM's brown-out nor hold it: an answer to the other app does.
+    /// answers neither end FCM's brown-out nor hold it, nor do answers to sends from before it:
+    /// the other app's probe does.
     @Test func serverErrorsInARowBesideAnAppsBrownOutAreFCMs() throws {
         var machine = machine(concurrency: 64)
         let sick = (1...40).map { Self.delivery($0, job: 1) }
         let well = (41...60).map { Self.delivery($0, job: 2) }
         #expect(Self.sent(try claim(&machine, sick + well, jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 60)
         _ = machine.answered(answer(sick[0], Self.unavailable), now: at(0.05))
-        for delivery in well[0..<16] { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(0.1)) }
+        for delivery in well[0..<16] { _ = machine.answered(otherAppsAnswer(delivery, Self.sent), now: at(0.1)) }
         for delivery in sick[1..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0.2)) }
         #expect(machine.pausedApps(now: at(0.2)) == [7] && machine.reachability.isReachable)
         for delivery in well[16..<19] {
-            let spent = Self.written(machine.answered(Self.otherAppsAnswer(delivery, Self.unavailable), now: at(0.3)))
+            let spent = Self.written(machine.answered(otherAppsAnswer(delivery, Self.unavailable), now: at(0.3)))
             #expect(spent.results.first?.attempted == true)
         }
-        let fourth = machine.answered(Self.otherAppsAnswer(well[19], Self.unavailable), now: at(0.4))
+        let fourth = machine.answered(otherAppsAnswer(well[19], Self.unavailable), now: at(0.4))
         #expect(Self.written(fourth).results.first.map { "\($0.status) \($0.attempted)" } == "pending false")
         #expect(Self.logged(fourth).first?.hasPrefix("warning FCM answers most sends with server errors") == true)
         #expect(!machine.reachability.isReachable)
         // The sick app's answer that went through ends nothing of FCM's.
         #expect(Self.logged(machine.answered(answer(sick[16], Self.sent), now: at(0.5))).isEmpty && !machine.reachability.isReachable)
-        // The other app's answer that went through: FCM is back.
-        let back = machine.answered(Self.otherAppsAnswer(well[0], Self.sent), now: at(0.6))
+        // Nor does the other app's answer that went through to a send from before FCM's brown-out.
+        #expect(Self.logged(machine.answered(otherAppsAnswer(well[0], Self.sent), now: at(0.6))).isEmpty)
+        // The other app's probe that went through: FCM is back.
+        let back = machine.answered(otherAppsAnswer(Self.delivery(61, job: 2), Self.sent, probe: true, sent: 1.4), now: at(1.45))
         #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"])
     }
 
@@ -482,7 +494,7 @@ struct DispatchStateMachineTests {
         let sick = (1...40).map { Self.delivery($0, job: 1) }
         let idle = (41...72).map { Self.delivery($0, job: 2) }
         #expect(Self.sent(try claim(&machine, sick + idle, jobs: [Self.job(1), Self.otherAppsJob(2)])).count == 64)
-        for delivery in idle { _ = machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(0)) }
+        for delivery in idle { _ = machine.answered(otherAppsAnswer(delivery, Self.sent), now: at(0)) }
         for delivery in sick[0..<15] {
             #expect(Self.written(machine.answered(answer(delivery, Self.unavailable), now: at(20))).results.first?.attempted == true)
         }
@@ -504,7 +516,10 @@ struct DispatchStateMachineTests {
             for delivery in sick[0..<16] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0)) }
             #expect(!machine.reachability.isReachable)
             var lines: [String] = []
-            for delivery in well[0..<17] { lines += Self.logged(machine.answered(Self.otherAppsAnswer(delivery, Self.sent), now: at(1))) }
+            // Sends of the other app after the breaker let them out, answered well.
+            for delivery in well[0..<17] {
+                lines += Self.logged(machine.answered(otherAppsAnswer(delivery, Self.sent, sent: 0.9), now: at(1)))
+            }
             #expect(lines == ["notice FCM answers again; sending resumes"])
             // Over ten seconds after the other app's last answer: nobody vouches, the sick app's
             // 503 is FCM's again.
@@ -515,6 +530,53 @@ struct DispatchStateMachineTests {
         #expect(soon.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered server errors for over 10 s") == true)
         let later = try startedAgain(at: 1 + 61)
         #expect(later.results.first.map { "\($0.status) \($0.attempted)" } == "pending false" && later.jobFailures.isEmpty)
+    }
+
+    /// At the tipping point (one app failing, another answered well, their answers interleaved,
+    /// server errors about half of the worker's), FCM's brown-out starts once: answers to sends
+    /// that left before it began say what FCM was, and neither end it nor start it over (with
+    /// them, the warning and "answers again" alternated within a second). The failing app gets a
+    /// brown-out of its own once the other has answers enough to vouch, which its answers to
+    /// sends from before do not end either; the next probe, the other app's, ends FCM's.
+    @Test func answersToSendsFromBeforeABrownOutNeitherEndItNorStartItOver() throws {
+        var machine = machine(concurrency: 128)
+        let sick = (1...65).map { Self.delivery($0, job: 1) }
+        let well = (101...132).map { Self.delivery($0, job: 2) }
+        let jobs = [Self.job(1), Self.otherAppsJob(2)]
+        #expect(Self.sent(try claim(&machine, sick + well, jobs: jobs)).count == 97)
+        var lines: [String] = []
+        for (pair, (sick, well)) in zip(sick[0..<32], well).enumerated() {
+            let second = 0.1 + Double(pair) / 100
+            lines += Self.logged(machine.answered(otherAppsAnswer(well, Self.sent), now: at(second)))
+            let held = machine.answered(answer(sick, Self.unavailable), now: at(second))
+            lines += Self.logged(held)
+            // Its first seven spend attempts, as one device's would; the eighth, half of sixteen, is FCM's.
+            #expect(Self.written(held).results.first?.attempted == (pair < 7), "\(pair)")
+        }
+        #expect(
+            lines == [
+                "warning FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute",
+                "warning FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
+            ], "\(lines)")
+        // The failing app's other sends from before, answered well: server errors are no longer
+        // most of its answers, yet its brown-out goes on.
+        for delivery in sick[32...] { lines += Self.logged(machine.answered(answer(delivery, Self.sent), now: at(0.45))) }
+        #expect(lines.count == 2, "\(lines)")
+        #expect(!machine.reachability.isReachable && machine.pausedApps(now: at(0.5)) == [7])
+        // The probe, a second after the breaker opened: the other app's (the failing one is
+        // paused), found by a claim; FCM takes it.
+        machine.hinted()
+        let request = try #require(Self.claimRequest(machine.poll(now: at(1.2), stopping: false).actions))
+        #expect(request.limit == 1 && request.pausedApps == [7])
+        let probe = Self.delivery(133, job: 2)
+        _ = machine.claimed(
+            .init(claimed: [probe], loadedJobs: [], runningJobs: [2], cursor: request.cursor), for: request, now: at(1.2))
+        let probed = machine.poll(now: at(1.2), stopping: false).actions
+        #expect(
+            probed.contains { if case .send(let claims, probe: true, _) = $0 { claims.map(\.claimed.deviceID) == [133] } else { false } })
+        let back = machine.answered(otherAppsAnswer(probe, Self.sent, probe: true, sent: 1.2), now: at(1.22))
+        #expect(Self.logged(back) == ["notice FCM answers again; sending resumes"])
+        #expect(machine.reachability.isReachable && machine.pausedApps(now: at(1.22)) == [7])
     }
 
     /// FCM's brown-out begun by one app's 503s, nobody vouching: a probe FCM answers with a server
@@ -531,7 +593,7 @@ struct DispatchStateMachineTests {
         {
             let actions = machine.poll(now: at(second), stopping: false).actions
             let probed = actions.flatMap { action -> [Int64] in
-                guard case .send(let claims, probe: true) = action else { return [] }
+                guard case .send(let claims, probe: true, _) = action else { return [] }
                 return claims.map(\.claimed.deviceID)
             }
             return (probed, Self.claimRequest(actions))
@@ -548,8 +610,8 @@ struct DispatchStateMachineTests {
             _ = machine.claimed(result, for: request, now: at(second))
             return poll(&machine, at: second)
         }
-        func probeAnswer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer) -> DispatchStateMachine.Attempt {
-            .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: true)
+        func probeAnswer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, sent: Double) -> DispatchStateMachine.Attempt {
+            .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: true, sentAt: at(sent))
         }
         /// 16 of the sick app's deliveries answered 503 (`ready` waiting), then a first probe,
         /// the sick app's, answered 503 at 1 s: the next probe is due at 3 s.
@@ -565,14 +627,14 @@ struct DispatchStateMachineTests {
             let probe = ready.first ?? Self.delivery(17, job: 1, attempts: 1)
             #expect(check.claim?.pausedApps == [] && check.claim?.passesOverProbedApps == false)
             #expect(try answer(&machine, check.claim, with: ready.isEmpty ? [probe] : [], at: 1).probed == [probe.deviceID])
-            _ = machine.answered(probeAnswer(probe, Self.unavailable), now: at(1.02))
+            _ = machine.answered(probeAnswer(probe, Self.unavailable, sent: 1), now: at(1.02))
             #expect(!machine.reachability.isReachable && poll(&machine, at: 2.9).probed.isEmpty)
             return machine
         }
         // Ready deliveries of both apps: the next probe is the other app's, behind the sick one's.
         var ready = try probedOnce(ready: [Self.delivery(101, job: 1), Self.delivery(102, job: 1), Self.delivery(41, job: 2)])
         #expect(try answer(&ready, poll(&ready, at: 3.1).claim, with: [], at: 3.1).probed == [41])
-        let taken = ready.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent), now: at(3.12))
+        let taken = ready.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent, sent: 3.1), now: at(3.12))
         #expect(Self.logged(taken) == ["notice FCM answers again; sending resumes"])
         #expect(ready.reachability.isReachable && ready.pausedApps(now: at(4.1)) == [7] && ready.pausedApps(now: at(4.13)).isEmpty)
         // Told when FCM fails the app again; its brown-out counts from FCM's: past the bound,
@@ -592,9 +654,9 @@ struct DispatchStateMachineTests {
         #expect(try answer(&claimed, passing, with: [Self.delivery(41, job: 2)], at: 3.1).probed == [41])
         // FCM was failing everyone and takes both apps' sends again: the probed app's brown-out
         // ends as its answers go through, without a word of its own.
-        var lines = Self.logged(claimed.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent), now: at(3.12)))
+        var lines = Self.logged(claimed.answered(probeAnswer(Self.delivery(41, job: 2), Self.sent, sent: 3.1), now: at(3.12)))
         for device in Int64(201)...220 {
-            lines += Self.logged(claimed.answered(self.answer(Self.delivery(device, job: 1), Self.sent), now: at(4.2)))
+            lines += Self.logged(claimed.answered(self.answer(Self.delivery(device, job: 1), Self.sent, sent: 4.13), now: at(4.2)))
         }
         #expect(lines == ["notice FCM answers again; sending resumes"], "\(lines)")
         let spent = Self.written(claimed.answered(self.answer(Self.delivery(221, job: 1), Self.unavailable), now: at(4.3)))
@@ -618,9 +680,11 @@ struct DispatchStateMachineTests {
 
     static let sent = FCMClient.Answer.answered(.sent(messageID: "m"), elapsed: .milliseconds(20))
 
-    /// An answer to a delivery of job 2, of another app.
-    static func otherAppsAnswer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer) -> DispatchStateMachine.Attempt {
-        .init(claimed: delivery, job: otherAppsJob(2), result: .success(answer), probe: false)
+    /// An answer to a delivery of job 2, of another app, its send left at `sent` seconds.
+    func otherAppsAnswer(
+        _ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, probe: Bool = false, sent: Double = 0
+    ) -> DispatchStateMachine.Attempt {
+        .init(claimed: delivery, job: Self.otherAppsJob(2), result: .success(answer), probe: probe, sentAt: at(sent))
     }
 
     /// A job of another app (8, "other").
@@ -652,7 +716,9 @@ struct DispatchStateMachineTests {
         #expect(warnings(quota) == 1 && warnings(again) == 0)
         #expect(machine.pausedApps(now: at(90)) == [7] && machine.pausedApps(now: at(91)).isEmpty)
         let token = machine.answered(
-            .init(claimed: claimed[1], job: Self.job(), result: .failure(.transient("HTTP 503", retryAfter: .seconds(4))), probe: false),
+            .init(
+                claimed: claimed[1], job: Self.job(), result: .failure(.transient("HTTP 503", retryAfter: .seconds(4))), probe: false,
+                sentAt: at(0)),
             now: at(100))
         #expect(
             Self.written(token).results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-") \($0.attempted)" }
@@ -723,7 +789,7 @@ struct DispatchStateMachineTests {
         // Its result is written at once, not gathered with the campaign's.
         let answered = DispatchStateMachine.Attempt(
             claimed: single, job: high, result: .success(.answered(.sent(messageID: "m"), elapsed: nil)),
-            probe: false)
+            probe: false, sentAt: at(0))
         let writes = machine.answered(answered, now: at(0)).compactMap { if case .write(let batch) = $0 { batch } else { nil } }
         #expect(writes.count == 1 && writes[0].urgent && writes[0].results.map(\.deviceID) == [100])
         // While the usual claim is on its way, a hint brings a high-priority claim beside it.
