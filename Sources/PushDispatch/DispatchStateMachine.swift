@@ -115,12 +115,16 @@ struct DispatchStateMachine {
     private var endedBrownOut: (since: ContinuousClock.Instant, ended: ContinuousClock.Instant)?
     private var fcmWide = FCMWideFailures()
     private var appServerFailures: [Int64: FCMServerFailures] = [:]
-    /// Apps whose probe FCM answered with a server error in this brown-out (their code and
-    /// FCM's error, for the line their own brown-out would get): the next probes go to other
-    /// apps' deliveries while there are any. Otherwise one failing app's retries, due first,
-    /// would take every probe, and another app's sends, which FCM may take, would wait for the
-    /// whole brown-out. One of those taken puts these apps in brown-outs of their own.
-    private var probedApps: [Int64: (appCode: String, reason: String)] = [:]
+    /// Apps whose probe FCM answered with a server error in this brown-out: the next probes go
+    /// to other apps' deliveries while there are any. Otherwise one failing app's retries, due
+    /// first, would take every probe, and another app's sends, which FCM may take, would wait
+    /// for the whole brown-out.
+    private var probedApps: Set<Int64> = []
+    /// Apps FCM answered with a server error in this brown-out, probe or not (their code and
+    /// FCM's error, for the line their own brown-out would get). Another app's first send does
+    /// not wait for the breaker's next probe: it goes at once, as a probe of its own. A probe FCM
+    /// takes puts these apps in brown-outs of their own.
+    private var failedInBrownOut: [Int64: (appCode: String, reason: String)] = [:]
 
     /// An app whose sends FCM answers with server errors while it takes another app's.
     struct AppBrownOut {
@@ -193,15 +197,25 @@ struct DispatchStateMachine {
         if stopping { return ([], running == 0 && !claimInFlight && !highClaimInFlight) }
         var actions: [Action] = []
         let admission = reachability.admission(now: now)
-        guard admission != .closed else { return ([], false) }
-        let passedOver = admission == .probe && brownOut != nil ? Set(probedApps.keys) : []
-        let stale = refill(probe: admission == .probe, passingOver: passedOver, now: now, date: date, into: &actions)
+        // During FCM's brown-out, with nothing in flight, an app FCM has not failed in it sends
+        // one delivery as a probe without waiting for the breaker: a user's push of a project FCM
+        // takes would otherwise wait up to a minute for another project's trouble.
+        let early = admission == .closed && brownOut != nil && running == 0
+        guard admission != .closed || early else { return ([], false) }
+        let passedOver: Set<Int64> =
+            if early {
+                Set(failedInBrownOut.keys).union(appBrownOuts.keys)
+            } else {
+                admission == .probe && brownOut != nil ? probedApps : []
+            }
+        let probe = admission == .probe || early
+        let stale = refill(probe: probe, passingOver: passedOver, now: now, date: date, into: &actions)
         let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
         // ~0.4 ms besides its rows) and start while half a capacity's worth is still ready, so
         // that the slots keep being refilled while the claim runs.
         let wanted: Int
-        if admission == .probe {
+        if probe {
             // No probe went: nothing ready to send but the passed-over apps'.
             wanted = mayFindMore && running == 0 && !stale ? 1 : 0
         } else {
@@ -215,6 +229,8 @@ struct DispatchStateMachine {
         guard usual || high else { return (actions, false) }
         let paused = pausedApps(now: now)
         let passesOver = wanted > 0 && !passedOver.isEmpty
+        // An early probe's claim that finds nothing leaves the breaker's probes as they were.
+        let rotates = passesOver && !early
         let failed = Array(failedJobs)
         let freshJobs = Set(jobs.filter { now - $0.value.loaded <= Self.jobFreshness }.keys)
         let backoff = Self.databaseBackoff(failures: databaseFailures + 1)
@@ -224,7 +240,7 @@ struct DispatchStateMachine {
             var request = ClaimRequest(
                 limit: wanted, pausedApps: passesOver ? Array(passedOver.union(paused)).sorted() : paused, failedJobs: failed,
                 freshJobs: freshJobs, recheckJobs: Array(Set(ready.all.map(\.jobID))).sorted(), cursor: cursor, backoff: backoff,
-                passesOverProbedApps: passesOver)
+                passesOverProbedApps: rotates)
             if wanted > 0 {
                 // It expands high-priority audiences first, and returns with them at once.
                 request.refreshAudiences = audiencesStale
@@ -335,7 +351,7 @@ struct DispatchStateMachine {
             if request.passesOverProbedApps && result.claimed.isEmpty {
                 // No other app has anything to send: the next probe may go to one probed before,
                 // among the due deliveries this claim found none of.
-                probedApps = [:]
+                probedApps = []
                 mayFindMore = true
                 cursor.nextDueClaim = now
             }
@@ -495,9 +511,9 @@ struct DispatchStateMachine {
                     // answers left out of the worker's, rather than all of its due deliveries
                     // going out (and failing) each time another app's probe closes the breaker;
                     // it is told when FCM fails the app again.
-                    for (app, probed) in probedApps.sorted(by: { $0.key < $1.key }) where app != job.appID {
+                    for (app, failed) in failedInBrownOut.sorted(by: { $0.key < $1.key }) where app != job.appID {
                         var brownOut = appBrownOut(
-                            app, appCode: probed.appCode, reason: probed.reason, since: since, now: now, warn: false,
+                            app, appCode: failed.appCode, reason: failed.reason, since: since, now: now, warn: false,
                             actions: &actions)
                         if case .retry(let at) = brownOut.breaker.notSent(unreachable: true, probe: false, now: now) {
                             pause(app: app, for: at - now, now: now)
@@ -505,7 +521,8 @@ struct DispatchStateMachine {
                         }
                         appBrownOuts[app] = brownOut
                     }
-                    probedApps = [:]
+                    probedApps = []
+                    failedInBrownOut = [:]
                 }
                 // An outage ends with any answer; a brown-out with an answer other than a server
                 // error, to a send that left after it began, of an app not in a brown-out of its
@@ -623,7 +640,8 @@ struct DispatchStateMachine {
         guard case .transient(let code, let message, let retryAfter, _) = answered else { return }
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOut == nil {
-            probedApps = [:]
+            probedApps = []
+            failedInBrownOut = [:]
             let since = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
             brownOut = (since, now)
             actions.append(
@@ -632,7 +650,8 @@ struct DispatchStateMachine {
                     "FCM answers most sends with server errors; sending waits for it (no attempts spent), probing from 1 s to a minute",
                     ["push.reason": "\(code): \(message)"]))
         }
-        if attempt.probe { probedApps[attempt.job.appID] = (attempt.job.appCode, "\(code): \(message)") }
+        if attempt.probe { probedApps.insert(attempt.job.appID) }
+        failedInBrownOut[attempt.job.appID] = (attempt.job.appCode, "\(code): \(message)")
         // The breaker closes and opens again during a brown-out: its bound counts from the start.
         _ = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut?.since ?? now,

@@ -579,8 +579,59 @@ struct DispatchStateMachineTests {
         #expect(machine.reachability.isReachable && machine.pausedApps(now: at(1.22)) == [7])
     }
 
-    /// FCM's brown-out begun by one app's 503s, nobody vouching: a probe FCM answers with a server
-    /// error passes its app over for the next probes, which go to another app's ready delivery,
+    /// During FCM's brown-out, an app FCM has not failed in it does not wait for the breaker's
+    /// next probe (up to a minute late in a long one): with nothing in flight, its first
+    /// delivery, ready or found by a claim among the apps not failed, goes at once as a probe.
+    /// Taken, it ends FCM's brown-out and puts the failing app in one of its own; failed, that
+    /// app waits for the breaker's probes as the others do, and the breaker's wait doubles.
+    @Test func anotherAppsSendDuringFCMsBrownOutGoesAtOnceAsAProbe() throws {
+        let jobs = [Self.job(1), Self.otherAppsJob(2)]
+        func brownOut() throws -> DispatchStateMachine {
+            var machine = machine(concurrency: 16)
+            let sick = (1...16).map { Self.delivery($0, job: 1) }
+            #expect(Self.sent(try claim(&machine, sick, jobs: jobs)) == Array(1...16))
+            for delivery in sick { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0)) }
+            #expect(!machine.reachability.isReachable)
+            // The last claim found all there was: nothing sent, and no claim until a hint.
+            let idle = machine.poll(now: at(0.2), stopping: false).actions
+            #expect(Self.sent(idle).isEmpty && Self.claimRequest(idle) == nil)
+            return machine
+        }
+        /// After a NOTIFY at `second`: the claim among the apps not failed finds the other app's
+        /// delivery, and what the poll sends.
+        func notified(_ machine: inout DispatchStateMachine, at second: Double) throws -> [DispatchStateMachine.Action] {
+            machine.hinted()
+            let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
+            #expect(request.limit == 1 && request.pausedApps == [7] && !request.passesOverProbedApps)
+            _ = machine.claimed(
+                .init(claimed: [Self.delivery(41, job: 2)], loadedJobs: [], runningJobs: [2], cursor: request.cursor), for: request,
+                now: at(second))
+            return machine.poll(now: at(second), stopping: false).actions
+        }
+        func probeAnswer(_ answer: FCMClient.Answer, at second: Double) -> DispatchStateMachine.Attempt {
+            .init(claimed: Self.delivery(41, job: 2), job: jobs[1], result: .success(answer), probe: true, sentAt: at(second))
+        }
+        // FCM takes it: its brown-out ends, the sick app waits on its own breaker.
+        var taken = try brownOut()
+        let probe = try notified(&taken, at: 0.5)
+        #expect(probe.contains { if case .send(let claims, probe: true, _) = $0 { claims.map(\.claimed.deviceID) == [41] } else { false } })
+        #expect(
+            Self.logged(taken.answered(probeAnswer(Self.sent, at: 0.5), now: at(0.55))) == ["notice FCM answers again; sending resumes"])
+        #expect(taken.reachability.isReachable && taken.pausedApps(now: at(0.55)) == [7])
+        // FCM fails it too: both apps wait for the breaker, whose next probe is now 2 s away.
+        var failed = try brownOut()
+        _ = try notified(&failed, at: 0.5)
+        _ = failed.answered(probeAnswer(Self.unavailable, at: 0.5), now: at(0.55))
+        failed.hinted()
+        let passed = try #require(Self.claimRequest(failed.poll(now: at(0.6), stopping: false).actions))
+        #expect(passed.pausedApps == [7, 8] && !passed.passesOverProbedApps)
+        _ = failed.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: passed.cursor), for: passed, now: at(0.6))
+        #expect(failed.reachability.admission(now: at(2.5)) == .closed && failed.reachability.admission(now: at(2.56)) == .probe)
+    }
+
+    /// FCM's brown-out begun by 503s to two apps, nobody vouching (so neither sends early, as an
+    /// app FCM has not failed would): a probe FCM answers with a server error passes its app
+    /// over for the next probes, which go to another app's ready delivery,
     /// or to one a claim finds among the other apps. Only when no other app has anything does
     /// the probed app get the next probe again. (Otherwise its retries, due first, would take
     /// every probe and the other apps' sends wait for the whole brown-out.) FCM taking the other
@@ -613,14 +664,18 @@ struct DispatchStateMachineTests {
         func probeAnswer(_ delivery: DeliveryQueue.Claimed, _ answer: FCMClient.Answer, sent: Double) -> DispatchStateMachine.Attempt {
             .init(claimed: delivery, job: jobs[Int(delivery.jobID) - 1], result: .success(answer), probe: true, sentAt: at(sent))
         }
-        /// 16 of the sick app's deliveries answered 503 (`ready` waiting), then a first probe,
-        /// the sick app's, answered 503 at 1 s: the next probe is due at 3 s.
+        /// 16 of the sick app's deliveries and one of the other app's answered 503 (`ready`
+        /// waiting), then a first probe, the sick app's, answered 503 at 1 s: the next probe is
+        /// due at 3 s.
         func probedOnce(ready: [DeliveryQueue.Claimed]) throws -> DispatchStateMachine {
-            var machine = machine(concurrency: 16, longestOutage: .seconds(10))
+            var machine = machine(concurrency: 17, longestOutage: .seconds(10))
             let sick = (1...16).map { Self.delivery($0, job: 1) }
-            #expect(Self.sent(try claim(&machine, sick + ready, jobs: jobs)) == Array(1...16))
+            let other = Self.delivery(61, job: 2)
+            #expect(Self.sent(try claim(&machine, sick + [other] + ready, jobs: jobs)) == Array(1...16) + [61])
             for delivery in sick { _ = machine.answered(self.answer(delivery, Self.unavailable), now: at(0)) }
-            #expect(!machine.reachability.isReachable)
+            _ = machine.answered(otherAppsAnswer(other, Self.unavailable), now: at(0))
+            let idle = poll(&machine, at: 0)
+            #expect(!machine.reachability.isReachable && idle.probed.isEmpty && idle.claim == nil)
             machine.hinted()
             // A claim for the probe when nothing is ready; a check of the ready ones' jobs otherwise.
             let check = poll(&machine, at: 1)
@@ -628,7 +683,7 @@ struct DispatchStateMachineTests {
             #expect(check.claim?.pausedApps == [] && check.claim?.passesOverProbedApps == false)
             #expect(try answer(&machine, check.claim, with: ready.isEmpty ? [probe] : [], at: 1).probed == [probe.deviceID])
             _ = machine.answered(probeAnswer(probe, Self.unavailable, sent: 1), now: at(1.02))
-            #expect(!machine.reachability.isReachable && poll(&machine, at: 2.9).probed.isEmpty)
+            #expect(machine.reachability.admission(now: at(2.9)) == .closed)
             return machine
         }
         // Ready deliveries of both apps: the next probe is the other app's, behind the sick one's.
