@@ -125,6 +125,10 @@ struct DispatchStateMachine {
     /// not wait for the breaker's next probe: it goes at once, as a probe of its own. A probe FCM
     /// takes puts these apps in brown-outs of their own.
     private var failedInBrownOut: [Int64: (appCode: String, reason: String)] = [:]
+    /// Apps that sent such a probe in this brown-out, whatever came of it: one each, so that a
+    /// probe that reaches nobody (FCM unreachable as well, or silent) is not sent again and again
+    /// past the breaker.
+    private var earlyProbed: Set<Int64> = []
 
     /// An app whose sends FCM answers with server errors while it takes another app's.
     struct AppBrownOut {
@@ -204,12 +208,15 @@ struct DispatchStateMachine {
         guard admission != .closed || early else { return ([], false) }
         let passedOver: Set<Int64> =
             if early {
-                Set(failedInBrownOut.keys).union(appBrownOuts.keys)
+                Set(failedInBrownOut.keys).union(appBrownOuts.keys).union(earlyProbed)
             } else {
                 admission == .probe && brownOut != nil ? probedApps : []
             }
         let probe = admission == .probe || early
         let stale = refill(probe: probe, passingOver: passedOver, now: now, date: date, into: &actions)
+        if early {
+            for case .send(let claims, _, _) in actions { earlyProbed.formUnion(claims.map(\.job.appID)) }
+        }
         let held = running + ready.count
         // Claims are large (half the capacity at least: each expansion statement plans for
         // ~0.4 ms besides its rows) and start while half a capacity's worth is still ready, so
@@ -512,6 +519,13 @@ struct DispatchStateMachine {
                     // going out (and failing) each time another app's probe closes the breaker;
                     // it is told when FCM fails the app again.
                     for (app, failed) in failedInBrownOut.sorted(by: { $0.key < $1.key }) where app != job.appID {
+                        // Not answered for five minutes, what its answers said is forgotten (and
+                        // kept out of the worker's): a brown-out begun now, counted from FCM's,
+                        // would fail its next job at once for an old one.
+                        guard let last = appServerFailures[app]?.lastAnswer, now - last <= FCMServerFailures.forgetAfter else {
+                            fcmWide.leaveOut(app: app)
+                            continue
+                        }
                         var brownOut = appBrownOut(
                             app, appCode: failed.appCode, reason: failed.reason, since: since, now: now, warn: false,
                             actions: &actions)
@@ -642,6 +656,7 @@ struct DispatchStateMachine {
         if brownOut == nil {
             probedApps = []
             failedInBrownOut = [:]
+            earlyProbed = []
             let since = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
             brownOut = (since, now)
             actions.append(

@@ -627,6 +627,41 @@ struct DispatchStateMachineTests {
         #expect(passed.pausedApps == [7, 8] && !passed.passesOverProbedApps)
         _ = failed.claimed(.init(claimed: [], loadedJobs: [], runningJobs: [], cursor: passed.cursor), for: passed, now: at(0.6))
         #expect(failed.reachability.admission(now: at(2.5)) == .closed && failed.reachability.admission(now: at(2.56)) == .probe)
+        // FCM cannot be reached either: the app sent its one early probe, and waits for the breaker.
+        var unreachable = try brownOut()
+        _ = try notified(&unreachable, at: 0.5)
+        let refused = unreachable.answered(
+            probeAnswer(.notSent(reason: "connect: refused", unreachable: true), at: 0.5), now: at(0.55))
+        #expect(Self.written(refused).results.first.map { "\($0.status) \($0.attempted)" } == "pending false")
+        unreachable.hinted()
+        let after = try #require(Self.claimRequest(unreachable.poll(now: at(0.6), stopping: false).actions))
+        #expect(after.pausedApps == [7, 8])
+        let again = unreachable.claimed(
+            .init(claimed: [Self.delivery(42, job: 2)], loadedJobs: [], runningJobs: [2], cursor: after.cursor), for: after, now: at(0.6))
+        #expect(Self.sent(again + unreachable.poll(now: at(0.7), stopping: false).actions).isEmpty)
+    }
+
+    /// A probe FCM takes during its brown-out puts the apps it failed in brown-outs of their own,
+    /// but not one unanswered for five minutes: what its answers said is forgotten, and a
+    /// brown-out begun now, counted from FCM's, would fail its next job at once.
+    @Test func aTakenProbeLeavesAnAppUnansweredForFiveMinutesOutOfBrownOuts() throws {
+        var machine = machine(concurrency: 16)
+        let third = DeliveryQueue.Job(
+            id: 3, appID: 9, appCode: "third", message: PreparedMessage(messageJSON: "{}", validateOnly: false), account: Self.account,
+            projectProven: true)
+        let sick = (1...16).map { Self.delivery($0, job: 1) }
+        _ = try claim(&machine, sick, jobs: [Self.job(1), Self.otherAppsJob(2), third])
+        for delivery in sick { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0)) }
+        // The other app's probes fail every 100 s: FCM's brown-out goes on.
+        for second in [100.0, 200, 300, 400] {
+            let probe = Self.delivery(40 + Int64(second / 100), job: 2)
+            _ = machine.answered(otherAppsAnswer(probe, Self.unavailable, probe: true, sent: second), now: at(second + 0.05))
+        }
+        let taken = machine.answered(
+            .init(claimed: Self.delivery(50, job: 3), job: third, result: .success(Self.sent), probe: true, sentAt: at(400.1)),
+            now: at(400.15))
+        #expect(Self.logged(taken) == ["notice FCM answers again; sending resumes"])
+        #expect(machine.reachability.isReachable && machine.pausedApps(now: at(400.2)) == [8])
     }
 
     /// FCM's brown-out begun by 503s to two apps, nobody vouching (so neither sends early, as an
