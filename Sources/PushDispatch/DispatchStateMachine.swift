@@ -500,6 +500,13 @@ struct DispatchStateMachine {
                             let vouched = anotherAppVouchesForFCM(besides: app, takenUntil: window.takenUntil, now: now)
                             if appFailing && vouched {
                                 failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
+                                // FCM takes another app's sends: a brown-out of FCM's this app's
+                                // 503s began, before the other had answers enough to vouch, was
+                                // this app's.
+                                if let since = brownOut?.since, !fcmWide.isFailing {
+                                    resumed(since: since, now: now, actions: &actions)
+                                    reachability.answered()
+                                }
                                 return
                             }
                             if !vouched {
@@ -550,12 +557,7 @@ struct DispatchStateMachine {
                     } else {
                         reachability.unreachableSince
                     }
-                if let since = outageSince {
-                    let outage = (now - since).components.seconds
-                    actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.outage_seconds": "\(outage)"]))
-                    if brownOut != nil { endedBrownOut = (since, now) }
-                    brownOut = nil
-                }
+                if let since = outageSince { resumed(since: since, now: now, actions: &actions) }
                 // During a brown-out only a probe's answer says FCM takes sends again: one sent
                 // before the breaker opened would let every waiting delivery out for its 503.
                 if brownOut == nil || attempt.probe { reachability.answered() }
@@ -643,6 +645,15 @@ struct DispatchStateMachine {
                 decision.result.errorCode.map(DispatchMetrics.outcome) ?? decision.result.status.rawValue
             }
         actions.append(.countSend(app: job.appCode, outcome: counted, times: 1))
+    }
+
+    /// FCM takes sends again after an outage or a brown-out that began at `since`: the operator's
+    /// line, and the brown-out's start and end kept for one that starts again soon.
+    private mutating func resumed(since: ContinuousClock.Instant, now: ContinuousClock.Instant, actions: inout [Action]) {
+        let outage = (now - since).components.seconds
+        actions.append(.log(.notice, "FCM answers again; sending resumes", ["push.outage_seconds": "\(outage)"]))
+        if brownOut != nil { endedBrownOut = (since, now) }
+        brownOut = nil
     }
 
     /// A server error while most of FCM's answers are: FCM did not take the message, so the
