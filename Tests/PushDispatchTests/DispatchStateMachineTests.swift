@@ -596,20 +596,19 @@ struct DispatchStateMachineTests {
                 now: at(second))
             return machine.poll(now: at(second), stopping: false).actions
         }
-        func probeAnswer(_ answer: FCMClient.Answer, at second: Double) -> DispatchStateMachine.Attempt {
-            .init(claimed: Self.delivery(41, job: 2), job: jobs[1], result: .success(answer), probe: true, sentAt: at(second))
-        }
         // FCM takes it: its brown-out ends, the sick app waits on its own breaker.
         var taken = try brownOut()
         let probe = try notified(&taken, at: 0.5)
         #expect(probe.contains { if case .send(let claims, probe: true, _) = $0 { claims.map(\.claimed.deviceID) == [41] } else { false } })
         #expect(
-            Self.logged(taken.answered(probeAnswer(Self.sent, at: 0.5), now: at(0.55))) == ["notice FCM answers again; sending resumes"])
+            Self.logged(taken.answered(otherAppsAnswer(Self.delivery(41, job: 2), Self.sent, probe: true, sent: 0.5), now: at(0.55))) == [
+                "notice FCM answers again; sending resumes"
+            ])
         #expect(taken.reachability.isReachable && taken.pausedApps(now: at(0.55)) == [7])
         // FCM fails it too: both apps wait for the breaker, whose next probe is now 2 s away.
         var failed = try brownOut()
         _ = try notified(&failed, at: 0.5)
-        _ = failed.answered(probeAnswer(Self.unavailable, at: 0.5), now: at(0.55))
+        _ = failed.answered(otherAppsAnswer(Self.delivery(41, job: 2), Self.unavailable, probe: true, sent: 0.5), now: at(0.55))
         failed.hinted()
         let passed = try #require(Self.claimRequest(failed.poll(now: at(0.6), stopping: false).actions))
         #expect(passed.pausedApps == [7, 8] && !passed.passesOverProbedApps)
@@ -619,7 +618,8 @@ struct DispatchStateMachineTests {
         var unreachable = try brownOut()
         _ = try notified(&unreachable, at: 0.5)
         let refused = unreachable.answered(
-            probeAnswer(.notSent(reason: "connect: refused", unreachable: true), at: 0.5), now: at(0.55))
+            otherAppsAnswer(Self.delivery(41, job: 2), .notSent(reason: "connect: refused", unreachable: true), probe: true, sent: 0.5),
+            now: at(0.55))
         #expect(Self.written(refused).results.first.map { "\($0.status) \($0.attempted)" } == "pending false")
         unreachable.hinted()
         let after = try #require(Self.claimRequest(unreachable.poll(now: at(0.6), stopping: false).actions))
