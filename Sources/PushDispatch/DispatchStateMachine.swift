@@ -120,11 +120,10 @@ struct DispatchStateMachine {
     /// first, would take every probe, and another app's sends, which FCM may take, would wait
     /// for the whole brown-out.
     private var probedApps: Set<Int64> = []
-    /// Apps FCM answered with a server error in this brown-out, probe or not (their code and
-    /// FCM's error, for the line their own brown-out would get). Another app's first send does
-    /// not wait for the breaker's next probe: it goes at once, as a probe of its own. A probe FCM
-    /// takes puts these apps in brown-outs of their own.
-    private var failedInBrownOut: [Int64: (appCode: String, reason: String)] = [:]
+    /// Apps FCM answered with a server error in this brown-out, probe or not. Another app's first
+    /// send does not wait for the breaker's next probe: it goes at once, as a probe of its own. A
+    /// probe FCM takes puts these apps in brown-outs of their own.
+    private var failedInBrownOut: Set<Int64> = []
     /// Apps that sent such a probe in this brown-out, whatever came of it: one each, so that a
     /// probe that reaches nobody (FCM unreachable as well, or silent) is not sent again and again
     /// past the breaker.
@@ -208,7 +207,7 @@ struct DispatchStateMachine {
         guard admission != .closed || early else { return ([], false) }
         let passedOver: Set<Int64> =
             if early {
-                Set(failedInBrownOut.keys).union(appBrownOuts.keys).union(earlyProbed)
+                failedInBrownOut.union(appBrownOuts.keys).union(earlyProbed)
             } else {
                 admission == .probe && brownOut != nil ? probedApps : []
             }
@@ -525,7 +524,7 @@ struct DispatchStateMachine {
                     // answers left out of the worker's, rather than all of its due deliveries
                     // going out (and failing) each time another app's probe closes the breaker;
                     // it is told when FCM fails the app again.
-                    for (app, failed) in failedInBrownOut.sorted(by: { $0.key < $1.key }) where app != job.appID {
+                    for app in failedInBrownOut.sorted() where app != job.appID {
                         // Not answered for five minutes, what its answers said is forgotten (and
                         // kept out of the worker's): a brown-out begun now, counted from FCM's,
                         // would fail its next job at once for an old one.
@@ -533,9 +532,7 @@ struct DispatchStateMachine {
                             fcmWide.leaveOut(app: app)
                             continue
                         }
-                        var brownOut = appBrownOut(
-                            app, appCode: failed.appCode, reason: failed.reason, since: since, now: now, warn: false,
-                            actions: &actions)
+                        var brownOut = appBrownOut(app, since: since, now: now, warning: nil, actions: &actions)
                         if case .retry(let at) = brownOut.breaker.notSent(unreachable: true, probe: false, now: now) {
                             pause(app: app, for: at - now, now: now)
                             brownOut.pausedUntil = pausedApps[app]
@@ -543,7 +540,7 @@ struct DispatchStateMachine {
                         appBrownOuts[app] = brownOut
                     }
                     probedApps = []
-                    failedInBrownOut = [:]
+                    failedInBrownOut = []
                 }
                 // An outage ends with any answer; a brown-out with an answer other than a server
                 // error, to a send that left after it began, of an app not in a brown-out of its
@@ -666,7 +663,7 @@ struct DispatchStateMachine {
         let verdict = reachability.notSent(unreachable: true, probe: attempt.probe, now: now)
         if brownOut == nil {
             probedApps = []
-            failedInBrownOut = [:]
+            failedInBrownOut = []
             earlyProbed = []
             let since = endedBrownOut.flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil } ?? now
             brownOut = (since, now)
@@ -677,7 +674,7 @@ struct DispatchStateMachine {
                     ["push.reason": "\(code): \(message)"]))
         }
         if attempt.probe { probedApps.insert(attempt.job.appID) }
-        failedInBrownOut[attempt.job.appID] = (attempt.job.appCode, "\(code): \(message)")
+        failedInBrownOut.insert(attempt.job.appID)
         // The breaker closes and opens again during a brown-out: its bound counts from the start.
         _ = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut?.since ?? now,
@@ -735,7 +732,7 @@ struct DispatchStateMachine {
         if attempt.probe { reachability.probeInconclusive() }
         let app = job.appID
         var brownOut = appBrownOut(
-            app, appCode: job.appCode, reason: "\(code): \(message)", since: now, now: now, warn: true, actions: &actions)
+            app, since: now, now: now, warning: (appCode: job.appCode, reason: "\(code): \(message)"), actions: &actions)
         let verdict = brownOut.breaker.notSent(unreachable: true, probe: false, now: now)
         if let wait = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut.since,
@@ -749,9 +746,9 @@ struct DispatchStateMachine {
 
     /// `app`'s brown-out: the one it is in, or one begun at `since` (or at its last one's start,
     /// when that ended within ``brownOutResumedWithin``), its answers left out of the worker's
-    /// from now on; told once, when `warn` first is.
+    /// from now on; told once, with the first `warning` given (the app's code and FCM's error).
     private mutating func appBrownOut(
-        _ app: Int64, appCode: String, reason: String, since: ContinuousClock.Instant, now: ContinuousClock.Instant, warn: Bool,
+        _ app: Int64, since: ContinuousClock.Instant, now: ContinuousClock.Instant, warning: (appCode: String, reason: String)?,
         actions: inout [Action]
     ) -> AppBrownOut {
         var brownOut: AppBrownOut
@@ -762,13 +759,13 @@ struct DispatchStateMachine {
             let resumed = endedAppBrownOuts[app].flatMap { now - $0.ended <= Self.brownOutResumedWithin ? $0.since : nil }
             brownOut = AppBrownOut(breaker: reachability.closed, since: min(resumed ?? since, since), began: now, warned: false)
         }
-        if warn && !brownOut.warned {
+        if let warning, !brownOut.warned {
             brownOut.warned = true
             actions.append(
                 .log(
                     .warning,
                     "FCM answers most of the app's sends with server errors and other apps' well; the app's sending waits (no attempts spent), the others go on",
-                    ["push.app": "\(appCode)", "push.reason": "\(reason)"]))
+                    ["push.app": "\(warning.appCode)", "push.reason": "\(warning.reason)"]))
         }
         return brownOut
     }
