@@ -139,10 +139,22 @@ struct DispatchStateMachine {
         let began: ContinuousClock.Instant
         /// The end of the pause it set last.
         var pausedUntil: ContinuousClock.Instant?
+        /// Where its probe is. When a pause ends one delivery goes; the app's others wait for
+        /// its answer, unclaimed, rather than all going out to a project FCM may still fail.
+        var probe = AppProbe.none
         /// Whether the operator was told. One begun when FCM took another app's probe is told
         /// only when FCM fails the app again: at the end of a brown-out FCM had for everyone,
         /// an app whose probe failed a minute before has no trouble of its own.
         var warned: Bool
+    }
+
+    enum AppProbe {
+        /// None since the last server error: the breaker's wait decides.
+        case none
+        /// This delivery went and is not answered yet.
+        case out(job: Int64, device: Int64)
+        /// FCM took it: the app's deliveries go until its next server error.
+        case taken
     }
 
     /// Apps in a brown-out of their own: each paused on a breaker of its own, the other apps
@@ -313,6 +325,16 @@ struct DispatchStateMachine {
                     delivery, job: job, status: .skipped, code: .deviceInactive, message: "the device was deactivated before its turn",
                     into: &settled, actions: &actions, now: date)
             } else if let account = job.account {
+                guard sendsNow(delivery, app: job.appID, now: now) else {
+                    // Its app's probe is out, or its pause not over: back in the queue, due at
+                    // once, claimed again when the app's turn comes (its probe taken).
+                    record(
+                        DeliveryQueue.Result(
+                            delivery, status: .pending, errorCode: .notSent, errorMessage: Self.heldForTheAppsProbe, messageID: nil,
+                            attempted: false, nextAttempt: date), into: &settled)
+                    forgotten.append(delivery.lease)
+                    continue
+                }
                 batch.append((delivery, job, account))
                 free -= 1
                 continue
@@ -333,6 +355,29 @@ struct DispatchStateMachine {
         return stale
     }
 
+    static let heldForTheAppsProbe =
+        "held back: FCM answered the app's sends with server errors; they go again once it takes the app's probe"
+
+    /// Whether `delivery` of `app` goes out now: always, unless the app is in a brown-out of its
+    /// own, where one delivery goes as its probe once its breaker's wait is over (which makes it
+    /// the probe), none while that probe is out or the wait is not over, and all once FCM took
+    /// the probe.
+    private mutating func sendsNow(_ delivery: DeliveryQueue.Claimed, app: Int64, now: ContinuousClock.Instant) -> Bool {
+        guard var brownOut = appBrownOuts[app] else { return true }
+        if case .taken = brownOut.probe { return true }
+        switch brownOut.breaker.admission(now: now) {
+        case .unrestricted:
+            return true
+        case .closed:
+            return false
+        case .probe:
+            brownOut.breaker.probeSent()
+            brownOut.probe = .out(job: delivery.jobID, device: delivery.deviceID)
+            appBrownOuts[app] = brownOut
+            return true
+        }
+    }
+
     /// A NOTIFY, the poll interval or a shutdown: a claim may find something again.
     mutating func hinted() {
         mayFindMore = true
@@ -340,10 +385,12 @@ struct DispatchStateMachine {
         audiencesStale = true
     }
 
-    /// Apps whose deliveries are not claimed now (FCM's quota, an unavailable token endpoint).
+    /// Apps whose deliveries are not claimed now (FCM's quota, an unavailable token endpoint, a
+    /// brown-out of their own: its pause, and its probe's round trip).
     mutating func pausedApps(now: ContinuousClock.Instant) -> [Int64] {
         pausedApps = pausedApps.filter { $0.value > now }
-        return Array(pausedApps.keys).sorted()
+        let probing = appBrownOuts.filter { if case .out = $0.value.probe { true } else { false } }.keys
+        return Array(Set(pausedApps.keys).union(probing)).sorted()
     }
 
     /// The claim `request` found `result`: its deliveries join the ready ones (and go out as
@@ -457,6 +504,15 @@ struct DispatchStateMachine {
         actions: inout [Action]
     ) {
         let job = attempt.job
+        // The app's probe came back: its breaker lets the next one go unless what it says
+        // decides otherwise below (a server error doubles the wait, FCM taking it opens the way).
+        var appProbe = false
+        if var brownOut = appBrownOuts[job.appID], case .out(attempt.claimed.jobID, attempt.claimed.deviceID) = brownOut.probe {
+            appProbe = true
+            brownOut.probe = .none
+            brownOut.breaker.probeInconclusive()
+            appBrownOuts[job.appID] = brownOut
+        }
         let outcome: SendOutcome
         switch attempt.result {
         case .success(.answered(let answered, let elapsed)):
@@ -472,7 +528,12 @@ struct DispatchStateMachine {
                         failingApp(attempt, answered, now: now, date: date, write: &write, actions: &actions)
                         return
                     }
-                    if !appFailing && attempt.sentAt >= brownOut.began {
+                    if appFailing && appProbe {
+                        // Taken, though most of its last answers were server errors: the app's
+                        // deliveries go out, and their answers say whether it is back (its next
+                        // server error doubles the wait, as its breaker keeps its failures).
+                        appBrownOuts[app]?.probe = .taken
+                    } else if !appFailing && attempt.sentAt >= brownOut.began {
                         appBrownOuts[app] = nil
                         endedAppBrownOuts[app] = (brownOut.since, now)
                         if let until = brownOut.pausedUntil, pausedApps[app] == until { pausedApps[app] = nil }
@@ -719,9 +780,9 @@ struct DispatchStateMachine {
     /// A server error while most of this app's answers are, and FCM takes another app's sends: its
     /// project's trouble, not FCM's. The delivery waits without spending an attempt, and the app
     /// is paused (1 s doubling to a minute, or FCM's Retry-After held to that) while the others
-    /// send on; after the longest outage its jobs fail. Unlike FCM's brown-out, there is no
-    /// single probe: the app's due deliveries go out when the pause ends, to a FCM that is
-    /// taking everyone else's sends.
+    /// send on; after the longest outage its jobs fail. When a pause ends, one of its deliveries
+    /// goes as a probe and the rest wait for its answer (`sendsNow`): a project FCM still fails
+    /// gets one request a pause, not its whole backlog.
     private mutating func failingApp(
         _ attempt: Attempt, _ answered: SendOutcome, now: ContinuousClock.Instant, date: Date, write: inout Outbox.Batch,
         actions: inout [Action]
@@ -733,6 +794,7 @@ struct DispatchStateMachine {
         let app = job.appID
         var brownOut = appBrownOut(
             app, since: now, now: now, warning: (appCode: job.appCode, reason: "\(code): \(message)"), actions: &actions)
+        if case .taken = brownOut.probe { brownOut.probe = .none }
         let verdict = brownOut.breaker.notSent(unreachable: true, probe: false, now: now)
         if let wait = hold(
             attempt, code, message, retryAfter: retryAfter, verdict: verdict, brownOutSince: brownOut.since,

@@ -432,6 +432,66 @@ struct DispatchStateMachineTests {
         #expect(Self.written(answer(sick[1], Self.unavailable, at: 4.1)).results.first?.attempted == true)
     }
 
+    /// In an app's brown-out its deliveries wait unclaimed: one claimed before its pause is held
+    /// back (pending, `NOT_SENT`, no attempt), and when a pause ends one delivery goes as its probe
+    /// while the app is left out of claims and the rest of what was claimed is held back. A
+    /// probe failed doubles the pause; one taken lets the app's deliveries out, whose answers end
+    /// the brown-out (a server error among them doubles the pause again). A project FCM still
+    /// fails gets a request a pause, not its backlog.
+    @Test func anAppsPauseEndsWithOneProbeNotItsBacklog() throws {
+        var machine = machine(concurrency: 32)
+        let sick = (1...16).map { Self.delivery($0, job: 1) }
+        let well = (41...56).map { Self.delivery($0, job: 2) }
+        let jobs = [Self.job(1), Self.otherAppsJob(2)]
+        #expect(Self.sent(try claim(&machine, sick + well, jobs: jobs)).count == 32)
+        _ = machine.answered(answer(sick[0], Self.unavailable), now: at(0.05))
+        for delivery in well { _ = machine.answered(otherAppsAnswer(delivery, Self.sent), now: at(0.1)) }
+        for delivery in sick[1...] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0.2)) }
+        #expect(machine.pausedApps(now: at(0.2)) == [7] && machine.reachability.isReachable)
+        /// After a hint at `second`, the claim (whose apps left out are returned) finds `claimed`.
+        func claimAfterHint(_ claimed: [DeliveryQueue.Claimed], at second: Double) throws -> (
+            leftOut: [Int64], actions: [DispatchStateMachine.Action]
+        ) {
+            machine.hinted()
+            let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
+            _ = machine.claimed(
+                .init(claimed: claimed, loadedJobs: [], runningJobs: [], cursor: request.cursor), for: request, now: at(second))
+            return (request.pausedApps, machine.poll(now: at(second), stopping: false).actions)
+        }
+        func heldBack(_ actions: [DispatchStateMachine.Action]) -> [Int64] {
+            Self.written(actions).results.filter { $0.errorCode == .notSent && !$0.attempted && $0.status == .pending }
+                .map(\.deviceID)
+        }
+        // Claimed by a claim already on its way when the pause began: held back, not sent.
+        let during = try claimAfterHint(Array(sick[0..<4]) + [Self.delivery(57, job: 2)], at: 0.3)
+        #expect(Self.sent(during.actions) == [57] && heldBack(during.actions) == [1, 2, 3, 4])
+        // The pause (1 s) over: the app's claimed deliveries, one probe, the rest held back; the
+        // app left out of claims while it is out.
+        let first = try claimAfterHint(sick, at: 1.3)
+        #expect(first.leftOut.isEmpty && Self.sent(first.actions) == [1] && heldBack(first.actions) == Array(2...16))
+        #expect(try claimAfterHint([], at: 1.31).leftOut == [7])
+        // FCM fails it: the pause doubles (2 s from its answer).
+        let failed = machine.answered(answer(sick[0], Self.unavailable, sent: 1.3), now: at(1.35))
+        #expect(heldBack(failed).isEmpty && Self.written(failed).results.first?.attempted == false)
+        #expect(machine.pausedApps(now: at(3.3)) == [7] && machine.pausedApps(now: at(3.4)).isEmpty)
+        // The next pause's probe FCM takes (its answers still mostly server errors): the app's
+        // deliveries go out, all of them, and their answers end its brown-out.
+        let second = try claimAfterHint(sick, at: 3.4)
+        #expect(second.leftOut.isEmpty && Self.sent(second.actions) == [1] && heldBack(second.actions).count == 15)
+        #expect(Self.logged(machine.answered(answer(sick[0], Self.sent, sent: 3.4), now: at(3.45))).isEmpty)
+        #expect(machine.pausedApps(now: at(3.45)).isEmpty)
+        let backlog = Array(sick[1...]) + (17...20).map { Self.delivery($0, job: 1) }
+        let rest = try claimAfterHint(backlog, at: 3.5)
+        #expect(rest.leftOut.isEmpty && Self.sent(rest.actions) == Array(2...20) && heldBack(rest.actions).isEmpty)
+        // One of them failed: the breaker kept its failures, the pause doubles again (4 s).
+        _ = machine.answered(answer(backlog[0], Self.unavailable, sent: 3.5), now: at(3.55))
+        #expect(machine.pausedApps(now: at(7.5)) == [7] && machine.pausedApps(now: at(7.6)).isEmpty)
+        var lines: [String] = []
+        for delivery in backlog[1...] { lines += Self.logged(machine.answered(answer(delivery, Self.sent, sent: 3.5), now: at(3.6))) }
+        #expect(lines == ["notice FCM answers the app's sends again; its sending resumes"], "\(lines)")
+        #expect(machine.pausedApps(now: at(3.6)).isEmpty)
+    }
+
     /// An app's brown-out is bounded as FCM's: past the longest outage its jobs fail. Without
     /// another app's send taken by FCM in the last ten seconds, nothing says FCM takes anyone's:
     /// the same 503s are FCM's brown-out, behind the breaker for every app.

@@ -445,6 +445,15 @@ struct DispatchTests {
                 }
                 let later = try await fixture.campaign()
                 #expect(try await fixture.finished(later).status == "completed")
+                // Its backlog waits: one probe at each pause's end (1 s, then 2 s), not its
+                // forty deliveries each time.
+                func sickRequests() -> Int {
+                    fixture.emulator.stats.devices.filter { $0.key.hasPrefix("tok-sick-") }.values.reduce(0) { $0 + $1.rejected }
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                let before = sickRequests()
+                try await Task.sleep(for: .milliseconds(3500))
+                #expect((1...4).contains(sickRequests() - before), "the sick app's requests in 3.5 s: \(sickRequests() - before)")
                 let held = try await fixture.deliveries(sick)
                 #expect(held.values.allSatisfy { $0.status == "pending" && $0.attempts <= 1 }, "\(held.values.map(\.attempts))")
                 fixture.emulator.script(tokenPrefix: "tok-sick-", .success)

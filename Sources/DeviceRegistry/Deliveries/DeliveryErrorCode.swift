@@ -31,7 +31,8 @@ public struct DeliveryErrorCode: RawRepresentable, Hashable, Sendable, CustomStr
     // The worker's: no FCM answer to record.
     /// Written, never answered: FCM may have delivered it.
     public static let noAnswer = Self(rawValue: "NO_ANSWER")
-    /// Not written to FCM (the connection was not there); retried without spending an attempt.
+    /// Not written to FCM (the connection was not there, or held back while FCM fails the app's
+    /// project and its one probe goes first); retried without spending an attempt.
     public static let notSent = Self(rawValue: "NOT_SENT")
     public static let fcmUnreachable = Self(rawValue: "FCM_UNREACHABLE")
     /// Google's token endpoint refused the app's service account.
