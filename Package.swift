@@ -204,6 +204,9 @@ let package = Package(
             name: "FCMTransportTests",
             dependencies: [
                 "FCMTransport",
+                "FCMEmulator",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),

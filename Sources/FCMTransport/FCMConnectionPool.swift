@@ -67,6 +67,11 @@ public final class FCMConnectionPool: Sendable {
     ) throws {
         var tlsConfiguration = tlsConfiguration
         tlsConfiguration.applicationProtocols = ["h2"]
+        // A connection is closed once every request on it has been answered or given up on:
+        // the server's close_notify in reply says nothing more (RFC 8446 §6.1 lets the closing
+        // side go without it), and waiting NIOSSL's default 5 s for one that never comes (a
+        // dead network) would hold a worker's stop.
+        tlsConfiguration.shutdownTimeout = .milliseconds(500)
         self.tls = try NIOSSLContext(configuration: tlsConfiguration)
         self.endpoint = endpoint
         self.concurrency = concurrency
@@ -122,15 +127,17 @@ public final class FCMConnectionPool: Sendable {
         }
     }
 
-    /// Closes every connection; batches in flight fail as transient.
+    /// Closes every connection, all at once; batches in flight fail as transient.
     public func close() async {
         let channels = connections.withLock { connections in
             connections.closed = true
             defer { connections.open = [] }
             return connections.open.map(\.channel)
         }
-        for channel in channels {
-            try? await channel.get().close()
+        await withTaskGroup(of: Void.self) { group in
+            for channel in channels {
+                group.addTask { try? await channel.get().close() }
+            }
         }
     }
 
