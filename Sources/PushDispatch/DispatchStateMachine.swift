@@ -169,6 +169,9 @@ struct DispatchStateMachine {
     private var confirmedRunning: [Int64: ContinuousClock.Instant] = [:]
     private var pausedApps: [Int64: ContinuousClock.Instant] = [:]
     private(set) var failedJobs: Set<Int64> = []
+    /// Jobs whose ending a NOTIFY announced, and when: none of their deliveries is sent, whatever
+    /// a claim that read the job before its ending says.
+    private var endedJobs: [Int64: ContinuousClock.Instant] = [:]
     /// Devices of each chunk held here whose result is not written yet: at zero the chunk is
     /// deleted with its last results.
     private var chunkDevicesLeft: [Int64: Int] = [:]
@@ -378,6 +381,18 @@ struct DispatchStateMachine {
         }
     }
 
+    /// These jobs ended (cancelled or failed; a NOTIFY at the ending's commit): their ready
+    /// deliveries are recorded as the ending says instead of sent, as are those a claim begun
+    /// before the ending brings, rather than going out until the next check of their job.
+    mutating func jobsEnded(_ ids: [Int64], now: ContinuousClock.Instant) {
+        guard !ids.isEmpty else { return }
+        for id in ids {
+            endedJobs[id] = now
+            confirmedRunning[id] = now
+        }
+        ready.markEnded(jobs: Set(ids))
+    }
+
     /// A NOTIFY, the poll interval or a shutdown: a claim may find something again.
     mutating func hinted() {
         mayFindMore = true
@@ -420,6 +435,7 @@ struct DispatchStateMachine {
             appBrownOuts[app] = nil
             endedAppBrownOuts[app] = nil
         }
+        for (id, ended) in endedJobs where now - ended > Self.jobMemory { endedJobs[id] = nil }
         for (id, entry) in jobs where now - entry.loaded > Self.jobMemory {
             jobs[id] = nil
             confirmedRunning[id] = nil
@@ -427,9 +443,9 @@ struct DispatchStateMachine {
             policy.forget(job: id)
         }
         for job in request.recheckJobs {
-            if result.runningJobs.contains(job) { confirmedRunning[job] = now }
+            if result.runningJobs.contains(job) && endedJobs[job] == nil { confirmedRunning[job] = now }
         }
-        let ended = Set(request.recheckJobs).subtracting(result.runningJobs)
+        let ended = Set(request.recheckJobs).subtracting(result.runningJobs.subtracting(endedJobs.keys))
         if !ended.isEmpty {
             ready.markEnded(jobs: ended)
             for job in ended { confirmedRunning[job] = now }
@@ -438,7 +454,8 @@ struct DispatchStateMachine {
             if case .chunk(let chunk) = delivery.lease { chunkDevicesLeft[chunk, default: 0] += 1 }
             // The claim's SQL read the job's status with the delivery.
             if jobs[delivery.jobID] != nil { confirmedRunning[delivery.jobID] = now }
-            ready.append(delivery, priority: jobs[delivery.jobID]?.job.priority ?? .normal)
+            ready.append(
+                endedJobs[delivery.jobID] == nil ? delivery : delivery.ended, priority: jobs[delivery.jobID]?.job.priority ?? .normal)
         }
         return result.claimed.isEmpty ? [] : [.keepLeased(result.claimed.map(\.lease))]
     }

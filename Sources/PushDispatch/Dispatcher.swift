@@ -104,6 +104,8 @@ public struct Dispatcher: Service {
             while true {
                 let events = inbox.take()
                 if events.hinted { machine.hinted() }
+                // Before the claims: one begun before a job's ending read it running.
+                machine.jobsEnded(events.endedJobs, now: .now)
                 for claim in events.claims {
                     switch claim.result {
                     case .success(let result): perform(machine.claimed(result, for: claim.request, now: .now), in: &group)
@@ -476,9 +478,22 @@ public struct Dispatcher: Service {
         }
     }
 
+    /// New jobs (`push_enqueue`'s NOTIFY) hint a claim; a job's ending stops its sends.
     private func listen(on connection: PostgresConnection) async throws {
-        try await connection.listen(on: "push_jobs") { notifications in
-            for try await _ in notifications { inbox.hintClaim() }
+        try await connection.listen(on: "push_jobs") { queued in
+            try await connection.listen(on: JobDirectory.endedJobsChannel) { ended in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { for try await _ in queued { inbox.hintClaim() } }
+                    group.addTask {
+                        for try await notification in ended {
+                            if let id = Int64(notification.payload) { inbox.jobEnded(id) }
+                        }
+                    }
+                    // Either ends only with the connection: listen again on a new one.
+                    try await group.next()
+                    group.cancelAll()
+                }
+            }
         }
     }
 
@@ -573,8 +588,10 @@ final class AttemptInbox: Sendable {
         var attempts: [Dispatcher.Attempt] = []
         var claims: [ClaimOutcome] = []
         var hinted = false
+        /// Jobs a NOTIFY said ended (cancelled, failed).
+        var endedJobs: [Int64] = []
 
-        var isEmpty: Bool { attempts.isEmpty && claims.isEmpty && !hinted }
+        var isEmpty: Bool { attempts.isEmpty && claims.isEmpty && !hinted && endedJobs.isEmpty }
     }
 
     private let state = Mutex(Events())
@@ -592,6 +609,11 @@ final class AttemptInbox: Sendable {
 
     func hintClaim() {
         state.withLock { $0.hinted = true }
+        signal.signal()
+    }
+
+    func jobEnded(_ id: Int64) {
+        state.withLock { $0.endedJobs.append(id) }
         signal.signal()
     }
 

@@ -38,6 +38,39 @@ struct CancellationTests {
         }
     }
 
+    /// With answers coming at once, slots are refilled continuously from the deliveries claimed
+    /// ahead: the cancel's NOTIFY stops them, rather than the next check of the job (which a
+    /// claim under way when the cancel committed would still have read running). Sent after the
+    /// cancel returned, in six runs: 0 to 239 of 512 in flight (one whole wave, 512, in one of
+    /// three runs before the NOTIFY).
+    @Test func cancelStopsSendsAtOnceWhenAnswersComeFast() async throws {
+        try await WorkerFixture.with { fixture in
+            _ = try await fixture.sql { client in
+                try await client.query(
+                    "INSERT INTO push_devices (user_id, app_id, token, platform) SELECT g, \(fixture.appID), 'fast-dev-' || g, 'ios' FROM generate_series(1, 15000) g"
+                )
+            }
+            let job = try await fixture.campaign()
+            var configuration = fixture.configuration
+            configuration.concurrency = 512
+            let (acceptedAtCancel, acceptedLater) = try await fixture.withWorker(configuration) { () async throws -> (Int, Int) in
+                while fixture.emulator.stats.accepted < 3000 { try await Task.sleep(for: .milliseconds(5)) }
+                #expect(try await fixture.sql { try await JobDirectory(client: $0, logger: workerLogger).cancel(job) } == .cancelled)
+                let atCancel = fixture.emulator.stats.accepted
+                try await Task.sleep(for: .seconds(1))
+                return (atCancel, fixture.emulator.stats.accepted)
+            }
+            // At most what was in flight when the cancel committed lands afterwards.
+            #expect(
+                acceptedLater - acceptedAtCancel <= configuration.concurrency,
+                "sent after the cancel: \(acceptedLater - acceptedAtCancel)")
+            #expect(acceptedLater < 15000)
+            let rows = try await fixture.deliveries(job)
+            #expect(rows.values.count { $0.status == "sent" } == acceptedLater)
+            #expect(try await fixture.finished(job, within: .seconds(1)).status == "cancelled")
+        }
+    }
+
     /// A worker that stopped holding retries of a job that is then cancelled leaves them to
     /// nobody (claims take only running jobs' rows): a running worker settles them once their
     /// lease runs out, as the cancel settled the rest, and sends none of them.

@@ -180,6 +180,29 @@ struct DispatchStateMachineTests {
         #expect(machine.waiting.isEmpty && machine.running == 1)
     }
 
+    /// A job's ending announced (its NOTIFY) stops its sends at once: the ready deliveries are
+    /// recorded as the ending says, and those of a claim that read the job running before its
+    /// ending are too, where the job would otherwise count as seen running for a while more.
+    @Test func anEndingAnnouncedStopsTheJobsSendsAtOnce() throws {
+        var machine = machine(concurrency: 2)
+        let claimed = (1...6).map { Self.delivery($0) }
+        #expect(Self.sent(try claim(&machine, claimed)) == [1, 2])
+        machine.hinted()
+        let claim = try #require(Self.claimRequest(machine.poll(now: at(0.01), stopping: false).actions))
+        machine.jobsEnded([1], now: at(0.02))
+        _ = machine.answered(answer(claimed[0], Self.sent), now: at(0.02))
+        var actions = machine.poll(now: at(0.02), stopping: false).actions
+        #expect(Self.sent(actions).isEmpty)
+        #expect(
+            Self.written(actions).results.compactMap { $0.errorCode.map { "\($0)" } } == Array(repeating: "JOB_ENDED", count: 4))
+        actions = machine.claimed(
+            .init(claimed: (7...8).map { Self.delivery($0) }, loadedJobs: [], runningJobs: [1], cursor: claim.cursor), for: claim,
+            now: at(0.03))
+        actions += machine.poll(now: at(0.03), stopping: false).actions
+        #expect(Self.sent(actions).isEmpty && Self.written(actions).results.map(\.deviceID) == [7, 8])
+        #expect(machine.waiting.isEmpty && machine.running == 1)
+    }
+
     @Test func aChunkIsDeletedWithItsLastResult() throws {
         var machine = machine()
         let chunk = [Self.delivery(1, chunk: 9), Self.delivery(2, chunk: 9)]

@@ -140,7 +140,8 @@ struct PgBouncerTests {
                 let pooled = bouncer.url(for: fixture.database)
                 let environment = workerEnvironment(fixture, databaseURL: pooled, listenURL: fixture.database.url)
                 try await running(worker, environment) { process in
-                    // The direct session LISTENs (PgBouncer's server sessions never run LISTEN).
+                    // The direct session LISTENs, to new jobs and endings (PgBouncer's server
+                    // sessions never run LISTEN).
                     let deadline = ContinuousClock.now + .seconds(20)
                     var listeners = 0
                     while listeners == 0, ContinuousClock.now < deadline {
@@ -149,7 +150,7 @@ struct PgBouncerTests {
                                 client,
                                 """
                                 SELECT count(*)::int FROM pg_stat_activity
-                                 WHERE datname = \(fixture.database.name) AND query = 'LISTEN "push_jobs";'
+                                 WHERE datname = \(fixture.database.name) AND query LIKE 'LISTEN %'
                                 """)
                         }
                         try await Task.sleep(for: .milliseconds(100))

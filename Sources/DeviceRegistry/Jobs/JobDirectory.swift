@@ -336,6 +336,10 @@ public struct JobDirectory: Sendable {
     /// A cancelled job's deliveries' message.
     public static let cancelledMessage = "the job was cancelled"
 
+    /// The channel an ending NOTIFYs at its commit, the job's id as the payload: workers holding
+    /// the job's deliveries stop sending them at once rather than at their next check of it.
+    public static let endedJobsChannel = "push_job_ended"
+
     /// ``end(_:_:)`` inside the caller's transaction, so that a worker commits the results that
     /// end a job with the ending itself: no other worker sees one without the other.
     public static func end(_ id: Int64, _ ending: Ending, in transaction: DatabaseTransaction) async throws -> Bool {
@@ -359,6 +363,7 @@ public struct JobDirectory: Sendable {
             RETURNING id
             """)
         guard !endedJobs.isEmpty else { return false }
+        try await transaction.query("SELECT pg_notify(\(Self.endedJobsChannel), \(String(id)))")
         try await transaction.query(
             """
             UPDATE push_deliveries SET status = \(deliveryStatus), error_code = \(code),

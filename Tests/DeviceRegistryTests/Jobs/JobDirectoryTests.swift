@@ -492,6 +492,36 @@ struct JobEndingTests {
         }
     }
 
+    /// An ending NOTIFYs the workers with the job's id at its commit, so that they stop sending
+    /// it at once; a job already finished is not announced again.
+    @Test func anEndingIsAnnouncedToTheWorkersAtItsCommit() async throws {
+        try await TestPostgres.shared.makeDatabase().withClient { client in
+            let app = try await addApp(client)
+            _ = try await client.query(
+                "INSERT INTO push_devices (user_id, app_id, token, platform) VALUES (1, \(app), 'announced-1', 'android')")
+            let directory = JobDirectory(client: client, logger: testLogger)
+            let job = try await directory.enqueue(
+                appCode: "wowa", userIDs: nil, platforms: nil, message: #"{"notification":{"title":"t"}}"#, idempotencyKey: nil,
+                sendAt: nil, dryRun: false
+            ).id
+            let payloads = try await client.withConnection { connection in
+                try await connection.listen(on: JobDirectory.endedJobsChannel) { notifications in
+                    #expect(try await directory.cancel(job) == .cancelled)
+                    #expect(try await directory.cancel(job) == .alreadyFinished(status: .cancelled))
+                    // A marker NOTIFY after both: every announcement of the cancels came before it.
+                    _ = try await client.query("SELECT pg_notify(\(JobDirectory.endedJobsChannel), 'marker')")
+                    var payloads: [String] = []
+                    for try await notification in notifications {
+                        if notification.payload == "marker" { break }
+                        payloads.append(notification.payload)
+                    }
+                    return payloads
+                }
+            }
+            #expect(payloads == ["\(job)"])
+        }
+    }
+
     /// A job failed while a worker held three of its retries: the held rows stay pending at the
     /// ending. One the worker then records is its own; one whose lease ran out is settled with
     /// the job's reason and what it may mean; the job stays listed until the last lease runs out.
