@@ -329,12 +329,14 @@ struct DispatchStateMachine {
                     into: &settled, actions: &actions, now: date)
             } else if let account = job.account {
                 guard sendsNow(delivery, app: job.appID, now: now) else {
-                    // Its app's probe is out, or its pause not over: back in the queue, due at
-                    // once, claimed again when the app's turn comes (its probe taken).
+                    // Its app's probe is out, or its breaker's wait not over: back in the queue
+                    // for a second at least, and claimed again once the app is no longer left out
+                    // of claims (its probe taken).
                     record(
                         DeliveryQueue.Result(
                             delivery, status: .pending, errorCode: .notSent, errorMessage: Self.heldForTheAppsProbe, messageID: nil,
-                            attempted: false, nextAttempt: date), into: &settled)
+                            attempted: false, nextAttempt: date.addingTimeInterval(FCMReachability.shortestWait.inSeconds)),
+                        into: &settled)
                     forgotten.append(delivery.lease)
                     continue
                 }
@@ -388,7 +390,7 @@ struct DispatchStateMachine {
         guard !ids.isEmpty else { return }
         for id in ids {
             endedJobs[id] = now
-            confirmedRunning[id] = now
+            if jobs[id] != nil { confirmedRunning[id] = now }
         }
         ready.markEnded(jobs: Set(ids))
     }
