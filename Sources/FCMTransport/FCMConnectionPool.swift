@@ -67,10 +67,9 @@ public final class FCMConnectionPool: Sendable {
     ) throws {
         var tlsConfiguration = tlsConfiguration
         tlsConfiguration.applicationProtocols = ["h2"]
-        // A connection is closed once every request on it has been answered or given up on:
-        // the server's close_notify in reply says nothing more (RFC 8446 §6.1 lets the closing
-        // side go without it), and waiting NIOSSL's default 5 s for one that never comes (a
-        // dead network) would hold a worker's stop.
+        // Connections are closed at a stop, after the drain: the server's close_notify in reply
+        // says nothing more (RFC 8446 §6.1 lets the closing side go without it), and waiting
+        // NIOSSL's default 5 s for one that never comes (a dead network) would hold the stop.
         tlsConfiguration.shutdownTimeout = .milliseconds(500)
         self.tls = try NIOSSLContext(configuration: tlsConfiguration)
         self.endpoint = endpoint

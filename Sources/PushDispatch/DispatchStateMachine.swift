@@ -329,13 +329,14 @@ struct DispatchStateMachine {
                     into: &settled, actions: &actions, now: date)
             } else if let account = job.account {
                 guard sendsNow(delivery, app: job.appID, now: now) else {
-                    // Its app's probe is out, or its breaker's wait not over: back in the queue
-                    // for a second at least, and claimed again once the app is no longer left out
-                    // of claims (its probe taken).
+                    // Its app's probe is out, or its wait not over: back in the queue until its
+                    // pause ends (a second at least, for the probe's answer), so that no worker
+                    // claims it before.
+                    let until = max(pausedApps[job.appID] ?? now, now + FCMReachability.shortestWait)
                     record(
                         DeliveryQueue.Result(
                             delivery, status: .pending, errorCode: .notSent, errorMessage: Self.heldForTheAppsProbe, messageID: nil,
-                            attempted: false, nextAttempt: date.addingTimeInterval(FCMReachability.shortestWait.inSeconds)),
+                            attempted: false, nextAttempt: date.addingTimeInterval((until - now).inSeconds)),
                         into: &settled)
                     forgotten.append(delivery.lease)
                     continue
@@ -364,13 +365,12 @@ struct DispatchStateMachine {
         "held back: FCM answered the app's sends with server errors; they go again once it takes the app's probe"
 
     /// Whether `delivery` of `app` goes out now: always, unless the app is in a brown-out of its
-    /// own, where one delivery goes as its probe once its breaker's wait is over (which makes it
-    /// the probe), none while that probe is out or the wait is not over, and all once FCM took
-    /// the probe.
+    /// own, where one delivery goes as its probe once its wait is over (which makes it the
+    /// probe), none while that probe is out or the wait is not over, and all once FCM took the
+    /// probe or past the brown-out's bound (to fail with their jobs if FCM still fails the app).
     private mutating func sendsNow(_ delivery: DeliveryQueue.Claimed, app: Int64, now: ContinuousClock.Instant) -> Bool {
         guard var brownOut = appBrownOuts[app] else { return true }
-        if case .taken = brownOut.probe { return true }
-        switch brownOut.breaker.admission(now: now) {
+        switch admission(brownOut, app: app, now: now) {
         case .unrestricted:
             return true
         case .closed:
@@ -381,6 +381,17 @@ struct DispatchStateMachine {
             appBrownOuts[app] = brownOut
             return true
         }
+    }
+
+    /// What `app`'s brown-out lets out now. Its breaker's bound counts from the breaker's first
+    /// opening, which may come long after the brown-out's start (one begun on FCM's, or started
+    /// again soon after it ended): the brown-out's own bound is the one that holds.
+    private func admission(_ brownOut: AppBrownOut, app: Int64, now: ContinuousClock.Instant) -> FCMReachability.Admission {
+        if case .taken = brownOut.probe { return .unrestricted }
+        if now - brownOut.since >= reachability.longestOutage { return .unrestricted }
+        // A pause longer than the breaker's wait (FCM's Retry-After) holds the probe back too.
+        if let until = pausedApps[app], until > now { return .closed }
+        return brownOut.breaker.admission(now: now)
     }
 
     /// These jobs ended (cancelled or failed; a NOTIFY at the ending's commit): their ready
@@ -406,8 +417,8 @@ struct DispatchStateMachine {
     /// brown-out of their own: its pause, and its probe's round trip).
     mutating func pausedApps(now: ContinuousClock.Instant) -> [Int64] {
         pausedApps = pausedApps.filter { $0.value > now }
-        let probing = appBrownOuts.filter { if case .out = $0.value.probe { true } else { false } }.keys
-        return Array(Set(pausedApps.keys).union(probing)).sorted()
+        let waiting = appBrownOuts.filter { admission($0.value, app: $0.key, now: now) == .closed }.keys
+        return Array(Set(pausedApps.keys).union(waiting)).sorted()
     }
 
     /// The claim `request` found `result`: its deliveries join the ready ones (and go out as

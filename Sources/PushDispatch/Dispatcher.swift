@@ -489,7 +489,7 @@ public struct Dispatcher: Service {
                             if let id = Int64(notification.payload) { inbox.jobEnded(id) }
                         }
                     }
-                    // Either ends only with the connection: listen again on a new one.
+                    // Either ends with the connection (listen again on a new one) or when cancelled.
                     try await group.next()
                     group.cancelAll()
                 }

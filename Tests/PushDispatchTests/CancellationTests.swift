@@ -39,10 +39,9 @@ struct CancellationTests {
     }
 
     /// With answers coming at once, slots are refilled continuously from the deliveries claimed
-    /// ahead: the cancel's NOTIFY stops them, rather than the next check of the job (which a
-    /// claim under way when the cancel committed would still have read running). Sent after the
-    /// cancel returned, in six runs: 0 to 239 of 512 in flight (one whole wave, 512, in one of
-    /// three runs before the NOTIFY).
+    /// ahead: a cancel still stops them, at most what was in flight landing afterwards. (Whether
+    /// the NOTIFY or the next check of the job stops them, this cannot tell: 0 to 239 of 512 in
+    /// six runs with it, 0, 512 and 0 without; the state machine's test pins the NOTIFY's part.)
     @Test func cancelStopsSendsAtOnceWhenAnswersComeFast() async throws {
         try await WorkerFixture.with { fixture in
             _ = try await fixture.sql { client in

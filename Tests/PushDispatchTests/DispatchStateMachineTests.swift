@@ -515,6 +515,34 @@ struct DispatchStateMachineTests {
         #expect(machine.pausedApps(now: at(3.6)).isEmpty)
     }
 
+    /// Past its bound, counted from the brown-out's start (here FCM's, which another app's taken
+    /// probe made the app's own), an app's deliveries all go, to fail with their jobs at once if
+    /// FCM still fails the app: its breaker, opened later, would let them out a probe at a time.
+    @Test func pastItsBoundAnAppsDeliveriesGoAndFailWithTheirJobs() throws {
+        var machine = machine(concurrency: 16, longestOutage: .seconds(10))
+        let sick = (1...16).map { Self.delivery($0, job: 1) }
+        #expect(Self.sent(try claim(&machine, sick, jobs: [Self.job(1), Self.otherAppsJob(2)])) == Array(1...16))
+        for delivery in sick { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0)) }
+        #expect(!machine.reachability.isReachable)
+        func claimAfterHint(_ claimed: [DeliveryQueue.Claimed], at second: Double) throws -> [DispatchStateMachine.Action] {
+            machine.hinted()
+            let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
+            _ = machine.claimed(
+                .init(claimed: claimed, loadedJobs: [], runningJobs: [], cursor: request.cursor), for: request, now: at(second))
+            return machine.poll(now: at(second), stopping: false).actions
+        }
+        // 9 s on, FCM takes another app's probe: the app's own brown-out counts from 0 s.
+        #expect(Self.sent(try claimAfterHint([Self.delivery(41, job: 2)], at: 9)) == [41])
+        _ = machine.answered(otherAppsAnswer(Self.delivery(41, job: 2), Self.sent, probe: true, sent: 9), now: at(9.05))
+        #expect(machine.pausedApps(now: at(9.05)) == [7])
+        // At 11 s its deliveries all go, and FCM's 503 fails the job.
+        #expect(machine.pausedApps(now: at(11)).isEmpty)
+        #expect(Self.sent(try claimAfterHint(Array(sick[0..<4]), at: 11)) == [1, 2, 3, 4])
+        let late = Self.written(machine.answered(answer(sick[0], Self.unavailable, sent: 11), now: at(11.1)))
+        #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-")" } == "failed UNAVAILABLE")
+        #expect(late.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered the app's sends with server errors for over 10 s") == true)
+    }
+
     /// An app's brown-out is bounded as FCM's: past the longest outage its jobs fail. Without
     /// another app's send taken by FCM in the last ten seconds, nothing says FCM takes anyone's:
     /// the same 503s are FCM's brown-out, behind the breaker for every app.

@@ -453,7 +453,7 @@ struct DispatchTests {
                 try await Task.sleep(for: .milliseconds(300))
                 let before = sickRequests()
                 try await Task.sleep(for: .milliseconds(3500))
-                #expect((1...4).contains(sickRequests() - before), "the sick app's requests in 3.5 s: \(sickRequests() - before)")
+                #expect(sickRequests() - before <= 4, "the sick app's requests in 3.5 s: \(sickRequests() - before)")
                 let held = try await fixture.deliveries(sick)
                 #expect(held.values.allSatisfy { $0.status == "pending" && $0.attempts <= 1 }, "\(held.values.map(\.attempts))")
                 fixture.emulator.script(tokenPrefix: "tok-sick-", .success)
