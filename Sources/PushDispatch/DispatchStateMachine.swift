@@ -414,7 +414,7 @@ struct DispatchStateMachine {
     }
 
     /// Apps whose deliveries are not claimed now (FCM's quota, an unavailable token endpoint, a
-    /// brown-out of their own: its pause, and its probe's round trip).
+    /// brown-out of their own while it holds them: its wait, and its probe's round trip).
     mutating func pausedApps(now: ContinuousClock.Instant) -> [Int64] {
         pausedApps = pausedApps.filter { $0.value > now }
         let waiting = appBrownOuts.filter { admission($0.value, app: $0.key, now: now) == .closed }.keys
