@@ -330,8 +330,8 @@ struct DispatchStateMachine {
             } else if let account = job.account {
                 guard sendsNow(delivery, app: job.appID, now: now) else {
                     // Its app's probe is out, or its wait not over: back in the queue until its
-                    // pause ends (a second at least, for the probe's answer), so that no worker
-                    // claims it before.
+                    // pause ends, or for a second while the probe is out (its answer sets the
+                    // next pause; this worker leaves the app out of claims meanwhile).
                     let until = max(pausedApps[job.appID] ?? now, now + FCMReachability.shortestWait)
                     record(
                         DeliveryQueue.Result(
