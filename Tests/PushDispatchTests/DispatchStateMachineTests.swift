@@ -53,6 +53,18 @@ struct DispatchStateMachineTests {
         return actions
     }
 
+    /// After a hint at `second`: the claim that follows finds `claimed`. The apps that claim
+    /// left out, and what the next poll does.
+    func claimAfterHint(
+        _ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed], at second: Double
+    ) throws -> (leftOut: [Int64], actions: [DispatchStateMachine.Action]) {
+        machine.hinted()
+        let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
+        _ = machine.claimed(
+            .init(claimed: claimed, loadedJobs: [], runningJobs: [], cursor: request.cursor), for: request, now: at(second))
+        return (request.pausedApps, machine.poll(now: at(second), stopping: false).actions)
+    }
+
     static func sent(_ actions: [DispatchStateMachine.Action]) -> [Int64] {
         actions.flatMap { action -> [Int64] in
             guard case .send(let claims, _, _) = action else { return [] }
@@ -471,40 +483,30 @@ struct DispatchStateMachineTests {
         for delivery in well { _ = machine.answered(otherAppsAnswer(delivery, Self.sent), now: at(0.1)) }
         for delivery in sick[1...] { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0.2)) }
         #expect(machine.pausedApps(now: at(0.2)) == [7] && machine.reachability.isReachable)
-        /// After a hint at `second`, the claim (whose apps left out are returned) finds `claimed`.
-        func claimAfterHint(_ claimed: [DeliveryQueue.Claimed], at second: Double) throws -> (
-            leftOut: [Int64], actions: [DispatchStateMachine.Action]
-        ) {
-            machine.hinted()
-            let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
-            _ = machine.claimed(
-                .init(claimed: claimed, loadedJobs: [], runningJobs: [], cursor: request.cursor), for: request, now: at(second))
-            return (request.pausedApps, machine.poll(now: at(second), stopping: false).actions)
-        }
         func heldBack(_ actions: [DispatchStateMachine.Action]) -> [Int64] {
             Self.written(actions).results.filter { $0.errorCode == .notSent && !$0.attempted && $0.status == .pending }
                 .map(\.deviceID)
         }
         // Claimed by a claim already on its way when the pause began: held back, not sent.
-        let during = try claimAfterHint(Array(sick[0..<4]) + [Self.delivery(57, job: 2)], at: 0.3)
+        let during = try claimAfterHint(&machine, Array(sick[0..<4]) + [Self.delivery(57, job: 2)], at: 0.3)
         #expect(Self.sent(during.actions) == [57] && heldBack(during.actions) == [1, 2, 3, 4])
         // The pause (1 s) over: the app's claimed deliveries, one probe, the rest held back; the
         // app left out of claims while it is out.
-        let first = try claimAfterHint(sick, at: 1.3)
+        let first = try claimAfterHint(&machine, sick, at: 1.3)
         #expect(first.leftOut.isEmpty && Self.sent(first.actions) == [1] && heldBack(first.actions) == Array(2...16))
-        #expect(try claimAfterHint([], at: 1.31).leftOut == [7])
+        #expect(try claimAfterHint(&machine, [], at: 1.31).leftOut == [7])
         // FCM fails it: the pause doubles (2 s from its answer).
         let failed = machine.answered(answer(sick[0], Self.unavailable, sent: 1.3), now: at(1.35))
         #expect(heldBack(failed).isEmpty && Self.written(failed).results.first?.attempted == false)
         #expect(machine.pausedApps(now: at(3.3)) == [7] && machine.pausedApps(now: at(3.4)).isEmpty)
         // The next pause's probe FCM takes (its answers still mostly server errors): the app's
         // deliveries go out, all of them, and their answers end its brown-out.
-        let second = try claimAfterHint(sick, at: 3.4)
+        let second = try claimAfterHint(&machine, sick, at: 3.4)
         #expect(second.leftOut.isEmpty && Self.sent(second.actions) == [1] && heldBack(second.actions).count == 15)
         #expect(Self.logged(machine.answered(answer(sick[0], Self.sent, sent: 3.4), now: at(3.45))).isEmpty)
         #expect(machine.pausedApps(now: at(3.45)).isEmpty)
         let backlog = Array(sick[1...]) + (17...20).map { Self.delivery($0, job: 1) }
-        let rest = try claimAfterHint(backlog, at: 3.5)
+        let rest = try claimAfterHint(&machine, backlog, at: 3.5)
         #expect(rest.leftOut.isEmpty && Self.sent(rest.actions) == Array(2...20) && heldBack(rest.actions).isEmpty)
         // One of them failed: the breaker kept its failures, the pause doubles again (4 s).
         _ = machine.answered(answer(backlog[0], Self.unavailable, sent: 3.5), now: at(3.55))
@@ -524,20 +526,13 @@ struct DispatchStateMachineTests {
         #expect(Self.sent(try claim(&machine, sick, jobs: [Self.job(1), Self.otherAppsJob(2)])) == Array(1...16))
         for delivery in sick { _ = machine.answered(answer(delivery, Self.unavailable), now: at(0)) }
         #expect(!machine.reachability.isReachable)
-        func claimAfterHint(_ claimed: [DeliveryQueue.Claimed], at second: Double) throws -> [DispatchStateMachine.Action] {
-            machine.hinted()
-            let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
-            _ = machine.claimed(
-                .init(claimed: claimed, loadedJobs: [], runningJobs: [], cursor: request.cursor), for: request, now: at(second))
-            return machine.poll(now: at(second), stopping: false).actions
-        }
         // 9 s on, FCM takes another app's probe: the app's own brown-out counts from 0 s.
-        #expect(Self.sent(try claimAfterHint([Self.delivery(41, job: 2)], at: 9)) == [41])
+        #expect(Self.sent(try claimAfterHint(&machine, [Self.delivery(41, job: 2)], at: 9).actions) == [41])
         _ = machine.answered(otherAppsAnswer(Self.delivery(41, job: 2), Self.sent, probe: true, sent: 9), now: at(9.05))
         #expect(machine.pausedApps(now: at(9.05)) == [7])
         // At 11 s its deliveries all go, and FCM's 503 fails the job.
         #expect(machine.pausedApps(now: at(11)).isEmpty)
-        #expect(Self.sent(try claimAfterHint(Array(sick[0..<4]), at: 11)) == [1, 2, 3, 4])
+        #expect(Self.sent(try claimAfterHint(&machine, Array(sick[0..<4]), at: 11).actions) == [1, 2, 3, 4])
         let late = Self.written(machine.answered(answer(sick[0], Self.unavailable, sent: 11), now: at(11.1)))
         #expect(late.results.first.map { "\($0.status) \($0.errorCode?.rawValue ?? "-")" } == "failed UNAVAILABLE")
         #expect(late.jobFailures.first?.reason.hasPrefix("app wowa: FCM answered the app's sends with server errors for over 10 s") == true)
