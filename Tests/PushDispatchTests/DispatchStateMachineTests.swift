@@ -37,20 +37,31 @@ struct DispatchStateMachineTests {
         return nil
     }
 
-    /// Polls, expecting a claim; answers it with `claimed` (and `jobs` read, `running` of the
-    /// rechecked jobs); polls again and returns that poll's actions.
-    func claim(
+    /// Polls (after a hint if `hinted`), expecting a claim; answers it with `claimed` (and
+    /// `jobs` read, `running` of the rechecked jobs); polls again. The claim's request, and that
+    /// poll's actions.
+    func claimRound(
         _ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed],
         jobs: [DeliveryQueue.Job] = [DispatchStateMachineTests.job()],
-        running: Set<Int64> = [], at now: Double = 0
-    ) throws -> [DispatchStateMachine.Action] {
+        running: Set<Int64> = [], at now: Double = 0, hinted: Bool = false
+    ) throws -> (request: DispatchStateMachine.ClaimRequest, actions: [DispatchStateMachine.Action]) {
+        if hinted { machine.hinted() }
         let request = try #require(Self.claimRequest(machine.poll(now: at(now), stopping: false).actions))
         let result = DispatchStateMachine.ClaimResult(
             claimed: claimed, loadedJobs: jobs.filter { !request.freshJobs.contains($0.id) },
             runningJobs: running, cursor: request.cursor)
         var actions = machine.claimed(result, for: request, now: at(now))
         actions += machine.poll(now: at(now), stopping: false).actions
-        return actions
+        return (request, actions)
+    }
+
+    /// `claimRound`'s actions.
+    func claim(
+        _ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed],
+        jobs: [DeliveryQueue.Job] = [DispatchStateMachineTests.job()],
+        running: Set<Int64> = [], at now: Double = 0
+    ) throws -> [DispatchStateMachine.Action] {
+        try claimRound(&machine, claimed, jobs: jobs, running: running, at: now).actions
     }
 
     /// After a hint at `second`: the claim that follows finds `claimed`. The apps that claim
@@ -58,11 +69,8 @@ struct DispatchStateMachineTests {
     func claimAfterHint(
         _ machine: inout DispatchStateMachine, _ claimed: [DeliveryQueue.Claimed], at second: Double
     ) throws -> (leftOut: [Int64], actions: [DispatchStateMachine.Action]) {
-        machine.hinted()
-        let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
-        _ = machine.claimed(
-            .init(claimed: claimed, loadedJobs: [], runningJobs: [], cursor: request.cursor), for: request, now: at(second))
-        return (request.pausedApps, machine.poll(now: at(second), stopping: false).actions)
+        let round = try claimRound(&machine, claimed, jobs: [], at: second, hinted: true)
+        return (round.request.pausedApps, round.actions)
     }
 
     static func sent(_ actions: [DispatchStateMachine.Action]) -> [Int64] {
@@ -694,13 +702,9 @@ struct DispatchStateMachineTests {
         /// After a NOTIFY at `second`: the claim among the apps not failed finds the other app's
         /// delivery, and what the poll sends.
         func notified(_ machine: inout DispatchStateMachine, at second: Double) throws -> [DispatchStateMachine.Action] {
-            machine.hinted()
-            let request = try #require(Self.claimRequest(machine.poll(now: at(second), stopping: false).actions))
-            #expect(request.limit == 1 && request.pausedApps == [7] && !request.passesOverProbedApps)
-            _ = machine.claimed(
-                .init(claimed: [Self.delivery(41, job: 2)], loadedJobs: [], runningJobs: [2], cursor: request.cursor), for: request,
-                now: at(second))
-            return machine.poll(now: at(second), stopping: false).actions
+            let round = try claimRound(&machine, [Self.delivery(41, job: 2)], jobs: [], running: [2], at: second, hinted: true)
+            #expect(round.request.limit == 1 && round.request.pausedApps == [7] && !round.request.passesOverProbedApps)
+            return round.actions
         }
         // FCM takes it: its brown-out ends, the sick app waits on its own breaker.
         var taken = try brownOut()
