@@ -2,32 +2,35 @@ import DeviceRegistry
 
 /// How one claim's room is shared among the due audiences still to expand: by priority, each
 /// priority present getting its weight's share (``ReadyLanes/weights``), so that bulk still moves
-/// while high-priority jobs keep coming; within a priority, equally among apps, one job per app at
-/// a time (the earliest due), so that two apps' campaigns run side by side instead of one after
-/// the other. What a job leaves of its share (its audience ran out) goes to the others when the
-/// claim plans again.
+/// while high-priority jobs keep coming; within a priority, equally among apps, and an app's part
+/// equally among its due jobs. So two apps' campaigns run side by side instead of one after the
+/// other, and a notification to a few users is claimed at once beside a campaign (or a job to
+/// thousands of users) of its own app and priority. What a job leaves of its share (its audience
+/// ran out) goes to the others when the claim plans again.
 enum AudienceShares {
-    /// The fewest devices a share holds: more apps than the room has shares of this size take
-    /// turns, claim by claim (`turn`).
+    /// The fewest devices a share holds: more apps or jobs than the room has shares of this size
+    /// take turns, claim by claim (`turn`).
     static let minimumShare = 16
 
     /// The jobs to expand next and how many devices each may take, highest priority first, for
     /// `audiences` in priority then due order. `turn` counts the claims: within a priority, the
-    /// apps are taken from a different one each time, so that those a small room leaves out this
-    /// time come first the next.
+    /// apps, and within an app its jobs, are taken from a different one each time, so that those
+    /// a small room leaves out this time come first the next.
     static func plan(_ audiences: [DeliveryQueue.Audience], room: Int, turn: Int = 0, minimum: Int = minimumShare)
         -> [(audience: DeliveryQueue.Audience, limit: Int)]
     {
         guard room > 0 else { return [] }
-        // The earliest due job of each app, per priority.
-        var byPriority: [JobPriority: [DeliveryQueue.Audience]] = [:]
-        var seen: Set<[Int64]> = []
-        for audience in audiences where seen.insert([Int64(audience.priority.rank), audience.app]).inserted {
-            byPriority[audience.priority, default: []].append(audience)
-        }
-        for (priority, jobs) in byPriority where jobs.count > 1 {
-            let start = turn % jobs.count
-            byPriority[priority] = Array(jobs[start...] + jobs[..<start])
+        // Per priority, the apps in the order of their earliest due job, each with its due jobs.
+        var byPriority: [JobPriority: [[DeliveryQueue.Audience]]] = [:]
+        var place: [[Int64]: Int] = [:]
+        for audience in audiences {
+            let key = [Int64(audience.priority.rank), audience.app]
+            if let index = place[key] {
+                byPriority[audience.priority]![index].append(audience)
+            } else {
+                place[key] = byPriority[audience.priority, default: []].count
+                byPriority[audience.priority, default: []].append([audience])
+            }
         }
         let present = JobPriority.allCases.filter { byPriority[$0] != nil }
         let totalWeight = present.reduce(0) { $0 + ReadyLanes.weights[$1]! }
@@ -35,17 +38,29 @@ enum AudienceShares {
         var left = room
         for priority in present {
             guard left > 0 else { break }
-            let jobs = byPriority[priority]!
+            let apps = rotated(byPriority[priority]!, by: turn)
             let share = min(left, max(minimum, room * ReadyLanes.weights[priority]! / totalWeight))
-            let each = max(minimum, share / jobs.count)
+            let each = max(minimum, share / apps.count)
             var given = 0
-            for audience in jobs where given < share {
-                let limit = min(each, share - given)
-                plan.append((audience, limit))
-                given += limit
+            for jobs in apps where given < share {
+                let part = min(each, share - given)
+                let perJob = max(minimum, part / jobs.count)
+                var taken = 0
+                for audience in rotated(jobs, by: turn) where taken < part {
+                    let limit = min(perJob, part - taken)
+                    plan.append((audience, limit))
+                    taken += limit
+                }
+                given += taken
             }
             left -= given
         }
         return plan
+    }
+
+    private static func rotated<T>(_ items: [T], by turn: Int) -> [T] {
+        guard items.count > 1 else { return items }
+        let start = turn % items.count
+        return Array(items[start...] + items[..<start])
     }
 }

@@ -301,17 +301,17 @@ struct DispatchStateMachine {
         var settled = Outbox.Batch()
         var forgotten: [DeliveryQueue.Lease] = []
         var stale = false
-        func nextReady() -> (delivery: DeliveryQueue.Claimed, lane: Int, index: Int)? {
+        func nextReady() -> (delivery: DeliveryQueue.Claimed, position: ReadyLanes.Position)? {
             guard probe else { return ready.next() }
-            return ready.first(passingOver: { delivery in jobs[delivery.jobID].map { passedOver.contains($0.job.appID) } ?? false })
+            return ready.first(passingOver: { job in jobs[job].map { passedOver.contains($0.job.appID) } ?? false })
         }
-        while free > 0, let (delivery, lane, index) = nextReady() {
+        while free > 0, let (delivery, position) = nextReady() {
             guard let seen = confirmedRunning[delivery.jobID], now - seen <= Self.runningFreshness, let job = jobs[delivery.jobID]?.job
             else {
                 stale = true
                 break
             }
-            ready.remove(lane: lane, index: index)
+            ready.remove(position)
             if !delivery.jobRunning {
                 // Recorded as a retry without an attempt: the write turns it into the job's ending.
                 settle(

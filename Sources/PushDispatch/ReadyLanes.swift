@@ -1,69 +1,93 @@
 import DeviceRegistry
+import NIOCore
 
-/// Claimed deliveries waiting for a send slot, one lane per job priority, each in claim order.
-/// Free slots are filled by smooth weighted round robin over the lanes that hold something
-/// (nginx's upstream algorithm): with every lane busy, high gets 16 of 21 slots, normal 4, bulk
-/// 1, evenly interleaved; an empty lane's share goes to the others. So a notification to one
-/// user takes the next free slot however many campaign deliveries wait, and bulk still moves
-/// while high never stops.
+/// Claimed deliveries waiting for a send slot, one lane per job priority. Free slots are filled
+/// by smooth weighted round robin over the lanes that hold something (nginx's upstream
+/// algorithm): with every lane busy, high gets 16 of 21 slots, normal 4, bulk 1, evenly
+/// interleaved; an empty lane's share goes to the others. Within a lane the jobs take turns, a
+/// delivery each, each job's in claim order. So a notification to one user waits for one
+/// delivery of each other job of its priority, not for everything claimed before it (a campaign
+/// sent as `high`, a job to thousands of users), and bulk still moves while high never stops.
 struct ReadyLanes {
     static let weights: [JobPriority: Int] = [.high: 16, .normal: 4, .bulk: 1]
     /// The same by lane (rank), for the per-slot loop.
     private static let laneWeights = JobPriority.allCases.map { weights[$0]! }
 
-    private var lanes: [[DeliveryQueue.Claimed]] = Array(repeating: [], count: JobPriority.allCases.count)
-    /// Each lane's first waiting delivery: sent ones are dropped from the front now and then.
-    private var starts: [Int] = Array(repeating: 0, count: JobPriority.allCases.count)
+    /// Where a delivery to take waits: first in its job's queue, in this lane.
+    struct Position: Equatable {
+        let lane: Int
+        let job: Int64
+    }
+
+    /// One priority's waiting deliveries: a queue per job, the jobs in turn order.
+    private struct Lane {
+        var queues: [Int64: CircularBuffer<DeliveryQueue.Claimed>] = [:]
+        /// The jobs with deliveries waiting; the first one's turn is next.
+        var turns = CircularBuffer<Int64>()
+    }
+
+    private var lanes: [Lane] = Array(repeating: Lane(), count: JobPriority.allCases.count)
     private var credits: [Int] = Array(repeating: 0, count: JobPriority.allCases.count)
     private(set) var count = 0
 
     var isEmpty: Bool { count == 0 }
 
-    /// Every waiting delivery, highest priority first.
+    /// Every waiting delivery, highest priority first, each lane's jobs in turn order.
     var all: [DeliveryQueue.Claimed] {
-        lanes.indices.flatMap { lanes[$0][starts[$0]...] }
+        lanes.flatMap { lane in lane.turns.flatMap { Array(lane.queues[$0]!) } }
     }
 
     mutating func append(_ delivery: DeliveryQueue.Claimed, priority: JobPriority) {
-        lanes[priority.rank].append(delivery)
+        let lane = priority.rank
+        if lanes[lane].queues[delivery.jobID]?.append(delivery) == nil {
+            lanes[lane].queues[delivery.jobID] = [delivery]
+            lanes[lane].turns.append(delivery.jobID)
+        }
         count += 1
     }
 
     /// The delivery the next free slot goes to, and where it waits; nothing changes until
-    /// ``remove(lane:index:)``.
-    func next() -> (delivery: DeliveryQueue.Claimed, lane: Int, index: Int)? {
+    /// ``remove(_:)``.
+    func next() -> (delivery: DeliveryQueue.Claimed, position: Position)? {
         var best: (lane: Int, credit: Int)?
-        for lane in lanes.indices where starts[lane] < lanes[lane].endIndex {
+        for lane in lanes.indices where !lanes[lane].turns.isEmpty {
             let credit = credits[lane] + Self.laneWeights[lane]
             if best == nil || credit > best!.credit { best = (lane, credit) }
         }
-        return best.map { (lanes[$0.lane][starts[$0.lane]], $0.lane, starts[$0.lane]) }
+        guard let lane = best?.lane, let job = lanes[lane].turns.first, let delivery = lanes[lane].queues[job]?.first else {
+            return nil
+        }
+        return (delivery, Position(lane: lane, job: job))
     }
 
-    /// The first waiting delivery, highest priority first, that `passedOver` does not reject, and
-    /// where it waits; nothing changes until ``remove(lane:index:)``. For a probe, which is one
-    /// delivery chosen by its app, not a share of the slots.
-    func first(passingOver passedOver: (DeliveryQueue.Claimed) -> Bool) -> (delivery: DeliveryQueue.Claimed, lane: Int, index: Int)? {
+    /// The first waiting delivery, highest priority first and then in turn order, of a job
+    /// `passedOver` does not reject, and where it waits; nothing changes until ``remove(_:)``.
+    /// For a probe, which is one delivery chosen by its app, not a share of the slots.
+    func first(passingOver passedOver: (_ job: Int64) -> Bool) -> (delivery: DeliveryQueue.Claimed, position: Position)? {
         for lane in lanes.indices {
-            if let index = lanes[lane][starts[lane]...].firstIndex(where: { !passedOver($0) }) {
-                return (lanes[lane][index], lane, index)
+            if let job = lanes[lane].turns.first(where: { !passedOver($0) }), let delivery = lanes[lane].queues[job]?.first {
+                return (delivery, Position(lane: lane, job: job))
             }
         }
         return nil
     }
 
     /// Takes the delivery ``next()`` or ``first(passingOver:)`` returned.
-    mutating func remove(lane: Int, index: Int) {
-        guard index != starts[lane] else { return removeNext(from: lane) }
-        lanes[lane].remove(at: index)
+    mutating func remove(_ position: Position) {
+        let (lane, job) = (position.lane, position.job)
         count -= 1
-    }
-
-    /// Takes the first delivery of `lane`, as a free slot's share.
-    private mutating func removeNext(from lane: Int) {
+        guard job == lanes[lane].turns.first else {
+            // A probe's pick from a job whose turn has not come: the job keeps its place.
+            lanes[lane].queues[job]!.removeFirst()
+            if lanes[lane].queues[job]!.isEmpty {
+                lanes[lane].queues[job] = nil
+                lanes[lane].turns.remove(at: lanes[lane].turns.firstIndex(of: job)!)
+            }
+            return
+        }
         var total = 0
         for other in lanes.indices {
-            guard starts[other] < lanes[other].endIndex else {
+            guard !lanes[other].turns.isEmpty else {
                 credits[other] = 0
                 continue
             }
@@ -72,20 +96,23 @@ struct ReadyLanes {
             total += weight
         }
         credits[lane] -= total
-        starts[lane] += 1
-        count -= 1
-        if starts[lane] > 256 && starts[lane] * 2 > lanes[lane].count {
-            lanes[lane].removeFirst(starts[lane])
-            starts[lane] = 0
+        lanes[lane].turns.removeFirst()
+        lanes[lane].queues[job]!.removeFirst()
+        if lanes[lane].queues[job]!.isEmpty {
+            lanes[lane].queues[job] = nil
+        } else {
+            lanes[lane].turns.append(job)
         }
     }
 
     /// Marks the waiting deliveries of these jobs as ended: they are recorded, not sent.
     mutating func markEnded(jobs ended: Set<Int64>) {
         for lane in lanes.indices {
-            for index in lanes[lane].indices[starts[lane]...]
-            where ended.contains(lanes[lane][index].jobID) && lanes[lane][index].jobRunning {
-                lanes[lane][index] = lanes[lane][index].ended
+            for job in ended {
+                guard let queue = lanes[lane].queues[job] else { continue }
+                for index in queue.indices where queue[index].jobRunning {
+                    lanes[lane].queues[job]![index] = queue[index].ended
+                }
             }
         }
     }

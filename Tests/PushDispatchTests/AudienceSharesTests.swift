@@ -20,11 +20,29 @@ struct AudienceSharesTests {
         #expect(Self.shares(plan) == [1: 1927, 2: 120])
     }
 
-    @Test func twoAppsCampaignsShareTheRoomOneJobPerAppAtATime() {
+    @Test func twoAppsCampaignsShareTheRoomAndAnAppsJobsShareItsPart() {
         let plan = AudienceShares.plan(
             [Self.audience(1, app: 1, .bulk), Self.audience(2, app: 1, .bulk), Self.audience(3, app: 2, .bulk)], room: 2048)
-        // App 1's second campaign waits for its first; app 2's runs beside it.
-        #expect(Self.shares(plan) == [1: 1024, 3: 1024])
+        // Apps alike, whatever their number of jobs; app 1's second campaign runs beside its first.
+        #expect(Self.shares(plan) == [1: 512, 2: 512, 3: 1024])
+    }
+
+    /// A notification to one user queued while a campaign sent as `high` (or a job to thousands
+    /// of users) of its app is still being expanded: the high-priority claim after its NOTIFY
+    /// takes it beside the campaign, not after the campaign's last device.
+    @Test func aSingleIsClaimedBesideALargeJobOfItsOwnAppAndPriority() {
+        let plan = AudienceShares.plan(
+            [Self.audience(1, app: 1, .high), Self.audience(2, app: 1, .high), Self.audience(3, app: 2, .high)],
+            room: DispatchStateMachine.urgentClaim(concurrency: 1024))
+        #expect(Self.shares(plan) == [1: 64, 2: 64, 3: 128])
+    }
+
+    @Test func jobsOfAnAppASmallRoomLeavesOutComeFirstTheNextTime() {
+        let audiences = (1...40).map { Self.audience(Int64($0), app: 1, .normal) }
+        let first = AudienceShares.plan(audiences, room: 160, turn: 0)
+        #expect(first.map(\.audience.job) == Array(1...10) && first.allSatisfy { $0.limit == AudienceShares.minimumShare })
+        #expect(AudienceShares.plan(audiences, room: 160, turn: 1).map(\.audience.job) == Array(2...11))
+        #expect(AudienceShares.plan(audiences, room: 160, turn: 39).map(\.audience.job) == [40] + Array(1...9))
     }
 
     @Test func appsASmallRoomLeavesOutComeFirstTheNextTime() {

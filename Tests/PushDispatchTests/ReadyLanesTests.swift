@@ -3,7 +3,7 @@ import Testing
 
 @testable import PushDispatch
 
-@Suite("Ready deliveries by priority")
+@Suite("Ready deliveries by priority and job")
 struct ReadyLanesTests {
     static func delivery(_ id: Int64, job: Int64) -> DeliveryQueue.Claimed {
         .init(
@@ -14,8 +14,8 @@ struct ReadyLanesTests {
     static func take(_ lanes: inout ReadyLanes, _ count: Int) -> [Int64] {
         var jobs: [Int64] = []
         for _ in 0..<count {
-            guard let (delivery, lane, index) = lanes.next() else { break }
-            lanes.remove(lane: lane, index: index)
+            guard let (delivery, position) = lanes.next() else { break }
+            lanes.remove(position)
             jobs.append(delivery.jobID)
         }
         return jobs
@@ -46,6 +46,31 @@ struct ReadyLanesTests {
         #expect(taken.prefix(21).contains(3))
     }
 
+    /// A campaign sent as `high` (or a job to thousands of users) does not hold a single of its
+    /// priority back by all it has claimed: the jobs of a lane take turns.
+    @Test func aSingleWaitsForOneDeliveryOfEachOtherJobOfItsPriorityNotForAllClaimedBeforeIt() {
+        var lanes = ReadyLanes()
+        for id in 1...2000 { lanes.append(Self.delivery(Int64(id), job: 1), priority: .high) }
+        #expect(Self.take(&lanes, 5) == [1, 1, 1, 1, 1])
+        lanes.append(Self.delivery(9001, job: 2), priority: .high)
+        lanes.append(Self.delivery(9002, job: 3), priority: .high)
+        #expect(Self.take(&lanes, 4) == [1, 2, 3, 1])
+        #expect(lanes.count == 1993)
+    }
+
+    @Test func theJobsOfALaneTakeTurnsEachInClaimOrder() {
+        var lanes = ReadyLanes()
+        for id in 1...9 { lanes.append(Self.delivery(Int64(id), job: Int64(1 + (id - 1) / 3)), priority: .normal) }
+        lanes.append(Self.delivery(10, job: 1), priority: .normal)
+        var taken: [Int64] = []
+        while let (delivery, position) = lanes.next() {
+            lanes.remove(position)
+            taken.append(delivery.deviceID)
+        }
+        #expect(taken == [1, 4, 7, 2, 5, 8, 3, 6, 9, 10])
+        #expect(lanes.isEmpty && lanes.all.isEmpty)
+    }
+
     @Test func anEmptyLanesShareGoesToTheOthersAndOrderWithinALaneIsKept() {
         var lanes = ReadyLanes()
         for id in 1...10 { lanes.append(Self.delivery(Int64(id), job: Int64(id)), priority: .bulk) }
@@ -53,22 +78,23 @@ struct ReadyLanesTests {
         #expect(lanes.next() == nil && lanes.isEmpty)
     }
 
-    /// A probe's pick: the first delivery, highest priority first, not passed over, taken from
-    /// the middle of its lane without disturbing the others' order.
+    /// A probe's pick: the first delivery, highest priority first, of a job not passed over,
+    /// taken without disturbing the others' turns.
     @Test func aProbeTakesTheFirstDeliveryNotPassedOverWhereverItWaits() throws {
         var lanes = ReadyLanes()
         for id in 1...4 { lanes.append(Self.delivery(Int64(id), job: 1), priority: .high) }
         lanes.append(Self.delivery(5, job: 2), priority: .high)
-        lanes.append(Self.delivery(6, job: 2), priority: .bulk)
-        let picked = try #require(lanes.first(passingOver: { $0.jobID == 1 }))
+        lanes.append(Self.delivery(6, job: 2), priority: .high)
+        lanes.append(Self.delivery(7, job: 3), priority: .bulk)
+        let picked = try #require(lanes.first(passingOver: { $0 == 1 }))
         #expect(picked.delivery.deviceID == 5)
-        lanes.remove(lane: picked.lane, index: picked.index)
-        #expect(lanes.count == 5 && lanes.all.map(\.deviceID) == [1, 2, 3, 4, 6])
-        // At a lane's front it is taken as the next free slot's would be.
+        lanes.remove(picked.position)
+        #expect(lanes.count == 6 && lanes.all.map(\.deviceID) == [1, 2, 3, 4, 6, 7])
+        // At its turn it is taken as the next free slot's would be.
         let front = try #require(lanes.first(passingOver: { _ in false }))
-        lanes.remove(lane: front.lane, index: front.index)
-        #expect(lanes.all.map(\.deviceID) == [2, 3, 4, 6] && lanes.first(passingOver: { _ in true }) == nil)
-        #expect(Self.take(&lanes, 4) == [1, 1, 1, 2] && lanes.isEmpty)
+        lanes.remove(front.position)
+        #expect(lanes.all.map(\.deviceID) == [6, 2, 3, 4, 7] && lanes.first(passingOver: { _ in true }) == nil)
+        #expect(Self.take(&lanes, 5) == [2, 1, 1, 1, 3] && lanes.isEmpty)
     }
 
     @Test func endedJobsAreMarkedWhereverTheyWait() {

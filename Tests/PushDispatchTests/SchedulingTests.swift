@@ -35,9 +35,13 @@ struct SchedulingTests {
             as: Int64.self)
     }
 
-    static func campaign(_ fixture: WorkerFixture, app: String) async throws -> Int64 {
+    static func campaign(_ fixture: WorkerFixture, app: String, priority: JobPriority = .bulk) async throws -> Int64 {
         try await value(
-            fixture, "SELECT push_enqueue_campaign(app_code => \(app), message => '{\"notification\":{\"title\":\"All\"}}')",
+            fixture,
+            """
+            SELECT push_enqueue_campaign(app_code => \(app), message => '{"notification":{"title":"All"}}', \
+            priority => \(priority.rawValue))
+            """,
             as: Int64.self)
     }
 
@@ -54,8 +58,10 @@ struct SchedulingTests {
         return configuration
     }
 
-    @Test(arguments: [false, true])
-    func aSingleNotificationGoesOutAheadOfACampaignUnderway(otherApp: Bool) async throws {
+    /// Whether the campaign is of the single's app or another's, and sent as `bulk` (campaigns'
+    /// default) or as `high`, as a single is (or as a job to thousands of users is by default).
+    @Test(arguments: [false, true], [JobPriority.bulk, .high])
+    func aSingleNotificationGoesOutAheadOfACampaignUnderway(otherApp: Bool, campaignPriority: JobPriority) async throws {
         try await WorkerFixture.with { fixture in
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-bulk", count: 2000)
             let singleApp = otherApp ? "chat" : "wowa"
@@ -63,7 +69,7 @@ struct SchedulingTests {
                 try await Self.seed(fixture, app: try await fixture.addOtherApp(code: "chat"), prefix: "tok-chat", count: 10)
             }
             let configuration = try Self.slowWorker(fixture)
-            let campaign = try await Self.campaign(fixture, app: "wowa")
+            let campaign = try await Self.campaign(fixture, app: "wowa", priority: campaignPriority)
             let (single, campaignSentThen) = try await fixture.withWorker(configuration) {
                 // The campaign is in full flow: twice the capacity claimed, its audience mostly unexpanded.
                 while try await Self.sent(fixture, campaign) < 200 { try await Task.sleep(for: .milliseconds(20)) }
@@ -77,18 +83,21 @@ struct SchedulingTests {
             // It did not wait for the campaign's audience: most of it was still to go.
             #expect(campaignSentThen < 1000, "the campaign had sent \(campaignSentThen) of 2000 when the single was recorded")
             #expect(try await Self.value(fixture, "SELECT priority FROM push_jobs WHERE id = \(single)", as: String.self) == "high")
-            #expect(try await Self.value(fixture, "SELECT priority FROM push_jobs WHERE id = \(campaign)", as: String.self) == "bulk")
+            #expect(
+                try await Self.value(fixture, "SELECT priority FROM push_jobs WHERE id = \(campaign)", as: String.self)
+                    == campaignPriority.rawValue)
         }
     }
 
-    @Test func twoAppsCampaignsShareTheWorkerInsteadOfQueueing() async throws {
+    /// Two apps' campaigns, or two campaigns of one app (both to its 1000 devices).
+    @Test(arguments: [false, true])
+    func twoCampaignsShareTheWorkerInsteadOfQueueing(sameApp: Bool) async throws {
         try await WorkerFixture.with { fixture in
-            let other = try await fixture.addOtherApp(code: "shop")
             try await Self.seed(fixture, app: fixture.appID, prefix: "tok-a", count: 1000)
-            try await Self.seed(fixture, app: other, prefix: "tok-b", count: 1000)
+            if !sameApp { try await Self.seed(fixture, app: try await fixture.addOtherApp(code: "shop"), prefix: "tok-b", count: 1000) }
             let configuration = try Self.slowWorker(fixture)
             let first = try await Self.campaign(fixture, app: "wowa")
-            let second = try await Self.campaign(fixture, app: "shop")
+            let second = try await Self.campaign(fixture, app: sameApp ? "wowa" : "shop")
             let secondSentThen = try await fixture.withWorker(configuration) {
                 #expect(try await fixture.finished(first, within: .seconds(60)).status == "completed")
                 let sentThen = try await Self.sent(fixture, second)
