@@ -9,10 +9,11 @@ import ServiceSupport
 /// in the default partition; the days past ``DispatchConfiguration/deliveryRetention`` are
 /// dropped at start and daily. Every worker does it; the SQL functions take turns. A database
 /// error is logged and the work tried again at the next tick: it never stops the worker.
-struct DeliveryPartitionMaintenance: Service {
+struct DeliveryPartitionMaintenance: Service, CustomStringConvertible {
     let partitions: DeliveryPartitions
     let retention: DeliveryRetention
     let logger: Logger
+    var description: String { "DeliveryPartitionMaintenance(retention: \(retention))" }
 
     init(client: PostgresClient, retention: DeliveryRetention, logger: Logger) {
         self.partitions = DeliveryPartitions(client: client, logger: logger)

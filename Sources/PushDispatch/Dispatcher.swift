@@ -13,7 +13,7 @@ import Synchronization
 /// its own slot), and writes the results back in batches. Woken by NOTIFY on `push_jobs`,
 /// polling as a fallback; stops sending while FCM cannot be reached (FCMReachability). On
 /// graceful shutdown it stops claiming, lets in-flight sends finish and records them.
-public struct Dispatcher: Service {
+public struct Dispatcher: Service, CustomStringConvertible {
     let configuration: DispatchConfiguration
     let wakeUps: JobWakeUps
     let queue: DeliveryQueue
@@ -25,6 +25,8 @@ public struct Dispatcher: Service {
     let outbox = Outbox()
     let urgentOutbox = Outbox(urgent: true)
     let inFlight = InFlightDeliveries()
+    /// How ServiceLifecycle names it in its log: its settings hold DATABASE_URL, password and all.
+    public var description: String { "Dispatcher(worker: \(configuration.workerName))" }
 
     init(
         configuration: DispatchConfiguration, wakeUps: JobWakeUps, client: PostgresClient, pooler: PoolerMode, http: HTTPClient,

@@ -74,6 +74,29 @@ struct WorkerProcessTests {
         }
     }
 
+    /// At `LOG_LEVEL=debug` ServiceLifecycle logs each service as it starts, by its description:
+    /// the dispatcher's settings hold DATABASE_URL, whose password must not be printed. (The
+    /// throwaway cluster trusts local connections, so a password added here is not checked.)
+    @Test func aDebugLogHoldsNoDatabasePassword() async throws {
+        try await WorkerFixture.with { fixture in
+            var url = try #require(URLComponents(string: fixture.database.url))
+            if url.password == nil { url.password = "not-in-any-log-5f3a9c" }
+            let password = try #require(url.password)
+            var environment = environment(fixture, concurrency: 8)
+            environment["DATABASE_URL"] = try #require(url.string)
+            environment["LOG_LEVEL"] = "debug"
+            let process = try worker.start(environment: environment)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !process.log.contains("sl-service=\"Dispatcher"), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            process.signal(SIGTERM)
+            #expect(await process.exitStatus(within: .seconds(20)) == 0, "\(process.log.suffix(3000))")
+            #expect(process.log.contains("sl-service=\"Dispatcher(worker: "), "\(process.log.suffix(3000))")
+            #expect(!process.log.contains(password))
+        }
+    }
+
     /// A crash loses the crashed worker's in-flight sends' results: those deliveries are sent
     /// again after their lease runs out. The duplicates are bounded by its concurrency.
     @Test func sigkilledWorkersDeliveriesAreTakenOverAfterTheLease() async throws {
