@@ -176,8 +176,10 @@ struct DispatchStateMachine {
     /// deleted with its last results.
     private var chunkDevicesLeft: [Int64: Int] = [:]
     private var databaseFailures = 0
-    /// Sends written and never answered since the last line about them, and when that line was.
+    /// Sends written and never answered since the last line about them, the last one's reason,
+    /// and when that line was.
     private var unansweredSinceLine = 0
+    private var unansweredReason = ""
     private var unansweredLine: ContinuousClock.Instant?
 
     /// Credentials in `apps` are read again after this, so new ones take effect without a restart.
@@ -212,8 +214,12 @@ struct DispatchStateMachine {
     /// After the events that woke the loop: what to send from the ready deliveries into the free
     /// slots, whether to claim, and whether the loop is done (stopping, nothing in flight).
     mutating func poll(now: ContinuousClock.Instant, stopping: Bool, date: Date = Date()) -> (actions: [Action], done: Bool) {
-        if stopping { return ([], running == 0 && !claimInFlight && !highClaimInFlight) }
         var actions: [Action] = []
+        // Those held back since the last line are told once its minute is over, or at a stop.
+        if unansweredSinceLine > 0, stopping || unansweredLine.map({ now - $0 >= Self.unansweredLineInterval }) ?? true {
+            logUnanswered(now: now, into: &actions)
+        }
+        if stopping { return (actions, running == 0 && !claimInFlight && !highClaimInFlight) }
         let admission = reachability.admission(now: now)
         // During FCM's brown-out, with nothing in flight, an app FCM has not failed in it sends
         // one delivery as a probe without waiting for the breaker: a user's push of a project FCM
@@ -866,11 +872,16 @@ struct DispatchStateMachine {
     /// gets a line of its own, with how many there were since the previous line.
     private mutating func noteUnanswered(reason: String, now: ContinuousClock.Instant, actions: inout [Action]) {
         unansweredSinceLine += 1
+        unansweredReason = reason
         if let last = unansweredLine, now - last < Self.unansweredLineInterval { return }
+        logUnanswered(now: now, into: &actions)
+    }
+
+    private mutating func logUnanswered(now: ContinuousClock.Instant, into actions: inout [Action]) {
         actions.append(
             .log(
                 .warning, "FCM did not answer sends written to it; each spends an attempt and is retried, so a phone may get it twice",
-                ["push.reason": "\(reason)", "push.unanswered": "\(unansweredSinceLine)"]))
+                ["push.reason": "\(unansweredReason)", "push.unanswered": "\(unansweredSinceLine)"]))
         unansweredLine = now
         unansweredSinceLine = 0
     }

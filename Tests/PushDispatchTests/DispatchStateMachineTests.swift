@@ -331,6 +331,15 @@ struct DispatchStateMachineTests {
         #expect(
             Self.logged(machine.answered(answer(claimed[7], .answered(.sent(messageID: "m"), elapsed: .milliseconds(9))), now: at(62)))
                 .isEmpty)
+        // After a burst, with none more: the one held back is told when its minute is over.
+        #expect(Self.logged(machine.poll(now: at(119), stopping: false).actions).isEmpty)
+        let after = machine.poll(now: at(120), stopping: false).actions
+        #expect(Self.logged(after) == [warning] && unansweredCount(after) == "1")
+        #expect(Self.logged(machine.poll(now: at(125), stopping: false).actions).isEmpty)
+        // At a stop, within the minute.
+        #expect(Self.logged(lose(claimed[4], at: 130)).isEmpty)
+        let stop = machine.poll(now: at(131), stopping: true).actions
+        #expect(Self.logged(stop) == [warning] && unansweredCount(stop) == "1")
     }
 
     /// A brown-out: once most of FCM's answers are server errors, a server error spends no
