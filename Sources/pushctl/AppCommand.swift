@@ -55,7 +55,8 @@ struct AppCommand: AsyncParsableCommand {
             abstract: "Cap an app's sends per second, across all workers (or lift the cap with --unlimited).",
             discussion: """
                 The cap is the app's, shared by every running worker (not per worker); workers follow a \
-                change without a restart. New apps are unlimited.
+                change without a restart, for what they claim from then on. It counts first sends: retries \
+                come on top. New apps are unlimited.
                 """)
 
         @OptionGroup var database: DatabaseOptions
