@@ -35,7 +35,7 @@ struct AppSendRateTests {
             #expect(try await count(client, "SELECT max_sends_per_second FROM apps WHERE code = 'wowa'") == 100)
             // The table refuses it too, for SQL callers.
             await #expect { try await client.query("UPDATE apps SET max_sends_per_second = 0") } throws: { error in
-                DatabaseErrorText.describe(error).contains("apps_max_sends_per_second_positive")
+                DatabaseErrorText.describe(error).hasPrefix("app wowa: max_sends_per_second is a positive number of sends per second")
             }
         }
     }
