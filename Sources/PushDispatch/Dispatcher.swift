@@ -410,11 +410,14 @@ public struct Dispatcher: Service, CustomStringConvertible {
                 } catch {
                     outbox.putBack(batch)
                     failures += 1
-                    // During a shutdown give up after about the drain bound: the leases run out
-                    // and another worker settles those deliveries.
-                    if (closed || Task.isCancelled) && failures > 20 {
+                    // During a shutdown give up after about the drain bound, at once past it (the
+                    // worker is cancelled: a failed write is its own cancellation, and waits
+                    // return at once). The leases run out and another worker settles those
+                    // deliveries.
+                    if Task.isCancelled || (closed && failures > 20) {
                         logger.error(
-                            "giving up writing results at shutdown", metadata: ["push.error": "\(DatabaseErrorText.describe(error))"])
+                            "giving up writing results at shutdown",
+                            metadata: ["push.error": "\(DatabaseErrorText.describe(error))", "push.results": "\(batch.results.count)"])
                         return false
                     }
                     await backOff(after: error, failures: failures)
