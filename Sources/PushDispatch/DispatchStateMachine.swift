@@ -709,7 +709,8 @@ struct DispatchStateMachine {
                         .warning, "Google's token endpoint unavailable; the app's sends wait for it",
                         ["push.app": "\(job.appCode)", "push.reason": "\(error)", "push.pause": "\(wait)"]))
             }
-            actions.append(.countSend(app: job.appCode, outcome: "retry", times: 1))
+            // Not `retry`, which counts FCM's answers: nothing went to FCM.
+            actions.append(.countSend(app: job.appCode, outcome: DeliveryErrorCode.oauthUnavailable.rawValue, times: 1))
             return
         }
         let decision = policy.decide(outcome, for: attempt.claimed, job: job, now: date)

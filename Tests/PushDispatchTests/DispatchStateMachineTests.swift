@@ -933,6 +933,7 @@ struct DispatchStateMachineTests {
                 == "pending OAUTH_UNAVAILABLE false")
         #expect(machine.pausedApps(now: at(103)) == [7] && machine.pausedApps(now: at(105)).isEmpty)
         #expect(Self.logged(token) == ["warning Google's token endpoint unavailable; the app's sends wait for it"])
+        #expect(Self.counted(token) == ["OAUTH_UNAVAILABLE"])
     }
 
     @Test func aJobForgottenWhileItsDeliveriesWaitedIsReadAgainNotCheckedForever() throws {
