@@ -125,8 +125,9 @@ struct WorkerProcessTests {
             )
             // Bound: what the crashed worker had in flight, or sent without recording the result.
             #expect(duplicates <= concurrency, "duplicates: \(duplicates)")
-            // Its leased deliveries were taken over after the 5 s lease, not never.
+            // Its leased deliveries were taken over after the 5 s lease, not never, and the log says so.
             #expect(tookOver < .seconds(30))
+            #expect(survivor.log.contains("took over chunks whose worker's lease ran out"), "\(survivor.log.suffix(3000))")
             let rows = try await fixture.deliveries(job)
             #expect(rows.count == 200 && rows.values.allSatisfy { $0.status == "sent" })
         }
