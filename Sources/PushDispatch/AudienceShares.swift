@@ -14,8 +14,8 @@ enum AudienceShares {
 
     /// The jobs to expand next and how many devices each may take, highest priority first, for
     /// `audiences` in priority then due order. `turn` counts the claims: within a priority, the
-    /// apps, and within an app its jobs, are taken from a different one each time, so that those
-    /// a small room leaves out this time come first the next.
+    /// apps are taken from a different one each time, and an app's jobs from a different one each
+    /// round of apps, so that those a small room leaves out this time come first later.
     static func plan(_ audiences: [DeliveryQueue.Audience], room: Int, turn: Int = 0, minimum: Int = minimumShare)
         -> [(audience: DeliveryQueue.Audience, limit: Int)]
     {
@@ -44,9 +44,12 @@ enum AudienceShares {
             var given = 0
             for jobs in apps where given < share {
                 let part = min(each, share - given)
-                let perJob = max(minimum, part / jobs.count)
+                // A job's share is an expansion statement: at least a chunk's worth.
+                let perJob = max(minimum, DeliveryQueue.chunkSize, part / jobs.count)
                 var taken = 0
-                for audience in rotated(jobs, by: turn) where taken < part {
+                // An app's jobs move on once per round of its priority's apps: by `turn` alone,
+                // an app served every third claim would see the same one of its three jobs.
+                for audience in rotated(jobs, by: turn / apps.count) where taken < part {
                     let limit = min(perJob, part - taken)
                     plan.append((audience, limit))
                     taken += limit

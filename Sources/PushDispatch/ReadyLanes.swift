@@ -14,7 +14,7 @@ struct ReadyLanes {
     private static let laneWeights = JobPriority.allCases.map { weights[$0]! }
 
     /// Where a delivery to take waits: first in its job's queue, in this lane.
-    struct Position: Equatable {
+    struct Position {
         let lane: Int
         let job: Int64
     }
@@ -108,10 +108,9 @@ struct ReadyLanes {
     /// Marks the waiting deliveries of these jobs as ended: they are recorded, not sent.
     mutating func markEnded(jobs ended: Set<Int64>) {
         for lane in lanes.indices {
-            for job in ended {
-                guard let queue = lanes[lane].queues[job] else { continue }
-                for index in queue.indices where queue[index].jobRunning {
-                    lanes[lane].queues[job]![index] = queue[index].ended
+            for job in ended where lanes[lane].queues[job] != nil {
+                for index in lanes[lane].queues[job]!.indices where lanes[lane].queues[job]![index].jobRunning {
+                    lanes[lane].queues[job]![index] = lanes[lane].queues[job]![index].ended
                 }
             }
         }

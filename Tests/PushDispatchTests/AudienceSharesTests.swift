@@ -37,21 +37,27 @@ struct AudienceSharesTests {
         #expect(Self.shares(plan) == [1: 64, 2: 64, 3: 128])
     }
 
+    /// A job's share is an expansion statement: an app's part goes to its jobs a chunk at least.
     @Test func jobsOfAnAppASmallRoomLeavesOutComeFirstTheNextTime() {
         let audiences = (1...40).map { Self.audience(Int64($0), app: 1, .normal) }
         let first = AudienceShares.plan(audiences, room: 160, turn: 0)
-        #expect(first.map(\.audience.job) == Array(1...10) && first.allSatisfy { $0.limit == AudienceShares.minimumShare })
-        #expect(AudienceShares.plan(audiences, room: 160, turn: 1).map(\.audience.job) == Array(2...11))
-        #expect(AudienceShares.plan(audiences, room: 160, turn: 39).map(\.audience.job) == [40] + Array(1...9))
+        #expect(first.map(\.audience.job) == [1, 2, 3] && first.map(\.limit) == [64, 64, 32])
+        #expect(AudienceShares.plan(audiences, room: 160, turn: 1).map(\.audience.job) == [2, 3, 4])
+        #expect(AudienceShares.plan(audiences, room: 160, turn: 39).map(\.audience.job) == [40, 1, 2])
     }
 
-    @Test func appsASmallRoomLeavesOutComeFirstTheNextTime() {
-        let audiences = (1...40).map { Self.audience(Int64($0), app: Int64($0), .high) }
-        let first = AudienceShares.plan(audiences, room: 160, turn: 0)
-        #expect(first.map(\.audience.job) == Array(1...10) && first.allSatisfy { $0.limit == AudienceShares.minimumShare })
-        #expect(AudienceShares.plan(audiences, room: 160, turn: 1).map(\.audience.job) == Array(2...11))
-        #expect(AudienceShares.plan(audiences, room: 160, turn: 39).map(\.audience.job) == [40] + Array(1...9))
-        #expect(AudienceShares.plan([Self.audience(1, app: 1, .bulk)], room: 0).isEmpty)
-        #expect(Self.shares(AudienceShares.plan([Self.audience(1, app: 1, .bulk)], room: 10)) == [1: 10])
+    /// Three apps of three bulk campaigns each beside a high-priority job: bulk's share reaches
+    /// two apps a claim, and every job gets its turn (an app's jobs rotated with the apps' turn
+    /// would give app 2 only ever its second job).
+    @Test func everyJobOfEveryAppGetsATurnWhenTheShareReachesOnlySomeApps() {
+        var audiences = [Self.audience(41, app: 4, .high)]
+        for app in 1...3 { audiences += (1...3).map { Self.audience(Int64(10 * app + $0), app: Int64(app), .bulk) } }
+        var served: Set<Int64> = []
+        for turn in 0..<9 {
+            let plan = AudienceShares.plan(audiences, room: 512, turn: turn)
+            #expect(plan.filter { $0.audience.priority == .bulk }.count == 2)
+            served.formUnion(plan.map(\.audience.job))
+        }
+        #expect(served == [11, 12, 13, 21, 22, 23, 31, 32, 33, 41])
     }
 }
