@@ -225,7 +225,7 @@ struct DispatchStateMachine {
         // one delivery as a probe without waiting for the breaker: a user's push of a project FCM
         // takes would otherwise wait up to a minute for another project's trouble.
         let early = admission == .closed && brownOut != nil && running == 0
-        guard admission != .closed || early else { return ([], false) }
+        guard admission != .closed || early else { return (actions, false) }
         let passedOver: Set<Int64> =
             if early {
                 failedInBrownOut.union(appBrownOuts.keys).union(earlyProbed)
@@ -295,7 +295,7 @@ struct DispatchStateMachine {
         max(DeliveryQueue.chunkSize, concurrency / 4)
     }
 
-    /// Fills free slots from the ready deliveries, by priority and then claim order, while their
+    /// Fills free slots from the ready deliveries, by priority and then their jobs' turns, while their
     /// job was seen running lately; settles those that need no send (among them those past
     /// their job's expiry). A probe is the first not of an app in `passedOver`. True when it
     /// stopped at one whose job is to be confirmed first.
@@ -709,8 +709,8 @@ struct DispatchStateMachine {
                         .warning, "Google's token endpoint unavailable; the app's sends wait for it",
                         ["push.app": "\(job.appCode)", "push.reason": "\(error)", "push.pause": "\(wait)"]))
             }
-            // Not `retry`, which counts FCM's answers: nothing went to FCM.
-            actions.append(.countSend(app: job.appCode, outcome: DeliveryErrorCode.oauthUnavailable.rawValue, times: 1))
+            // A wait, as `not_sent` is FCM's: not `retry`, which counts FCM's answers.
+            actions.append(.countSend(app: job.appCode, outcome: "oauth_unavailable", times: 1))
             return
         }
         let decision = policy.decide(outcome, for: attempt.claimed, job: job, now: date)

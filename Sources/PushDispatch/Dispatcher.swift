@@ -207,11 +207,11 @@ public struct Dispatcher: Service, CustomStringConvertible {
                 if claimed.count < limit {
                     let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: request.pausedApps)
                     claimed += taken.claimed
-                    if !taken.claimed.isEmpty || !taken.empty.isEmpty {
+                    if !taken.claimed.isEmpty {
                         logger.notice(
                             "took over chunks whose worker's lease ran out (it stopped, or lost the database); what it may have sent without a record goes again",
                             metadata: [
-                                "push.chunks": "\(Set(taken.claimed.map(\.lease)).count + taken.empty.count)",
+                                "push.chunks": "\(Set(taken.claimed.map(\.lease)).count)",
                                 "push.devices": "\(taken.claimed.count)",
                             ])
                     }
