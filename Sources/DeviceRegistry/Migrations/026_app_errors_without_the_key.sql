@@ -1,9 +1,9 @@
 -- A constraint that fails on a row of apps reports the whole row ("Failing row contains (…)"),
 -- the FCM private key included, to the client and into the server's log: an operator's
--- `UPDATE apps SET max_sends_per_second = 0` wrote the key there. The rules of apps' columns are
--- checked by this trigger instead, before any constraint, and its errors name the rule and the
--- app's code, never a value of the credentials. The CHECK constraints it replaces are dropped
--- (the trigger raises under their names); the NOT NULLs stay, checked here first.
+-- `UPDATE apps SET max_sends_per_second = 0` wrote the key there. This trigger checks the rules
+-- of apps' columns first (BEFORE ROW triggers run before constraints) and raises under the
+-- constraints' names with the rule and the app's code, never a value of the credentials. The
+-- constraints stay, for writes that bypass triggers (replication, pg_restore --disable-triggers).
 
 CREATE FUNCTION push_check_app() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -36,9 +36,3 @@ END
 $$;
 
 CREATE TRIGGER apps_checked BEFORE INSERT OR UPDATE ON apps FOR EACH ROW EXECUTE FUNCTION push_check_app();
-
-ALTER TABLE apps
-    DROP CONSTRAINT apps_code_check,
-    DROP CONSTRAINT apps_name_check,
-    DROP CONSTRAINT apps_credentials_complete,
-    DROP CONSTRAINT apps_max_sends_per_second_positive;

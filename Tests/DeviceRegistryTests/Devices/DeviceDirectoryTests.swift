@@ -515,7 +515,7 @@ struct ConcurrencyTests {
                 )
             } throws: { error in
                 let text = DatabaseErrorText.describe(error)
-                return text.contains("apps_code_check") && !text.contains("SECRET")
+                return text.hasPrefix("an app's code is 1 to 64 characters") && !text.contains("SECRET")
             }
             let token = "whole-device-token-" + String(repeating: "x", count: 100)
             await #expect {
