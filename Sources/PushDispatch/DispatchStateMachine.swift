@@ -707,7 +707,7 @@ struct DispatchStateMachine {
                 actions.append(
                     .log(
                         .warning, "Google's token endpoint unavailable; the app's sends wait for it",
-                        ["push.app": "\(job.appCode)", "push.reason": "\(error)", "push.pause": "\(wait)"]))
+                        ["push.app": "\(job.appCode)", "push.reason": "\(error)", "push.pause": "\(wait.toTheMillisecond)"]))
             }
             // A wait, as `not_sent` is FCM's: not `retry`, which counts FCM's answers.
             actions.append(.countSend(app: job.appCode, outcome: "oauth_unavailable", times: 1))
@@ -727,7 +727,9 @@ struct DispatchStateMachine {
         }
         if let wait = decision.pauseApp, pause(app: job.appID, for: wait, now: now) {
             actions.append(
-                .log(.warning, "FCM quota exceeded, slowing the app down", ["push.app": "\(job.appCode)", "push.pause": "\(wait)"]))
+                .log(
+                    .warning, "FCM quota exceeded, slowing the app down",
+                    ["push.app": "\(job.appCode)", "push.pause": "\(wait.toTheMillisecond)"]))
         }
         if let proved = decision.proved { write.provenProjects.append(proved) }
         if let warning = decision.warning { actions.append(.log(.warning, warning, ["push.job_id": "\(job.id)"])) }

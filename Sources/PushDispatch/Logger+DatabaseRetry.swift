@@ -8,7 +8,7 @@ extension Logger {
     /// `task`: what was being done, for the operator reading the line.
     func databaseRetry(after error: any Error, retryIn wait: Duration, task: String) {
         let metadata: Logger.Metadata = [
-            "push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in": "\(wait)", "push.task": "\(task)",
+            "push.error": "\(DatabaseErrorText.describe(error))", "push.retry_in": "\(wait.toTheMillisecond)", "push.task": "\(task)",
         ]
         if DatabaseErrorText.isOutage(error) {
             warning("database unavailable, retrying", metadata: metadata)
