@@ -207,12 +207,13 @@ public struct Dispatcher: Service, CustomStringConvertible {
                 if claimed.count < limit {
                     let taken = try await queue.takeOverChunks(room: limit - claimed.count, excludingApps: request.pausedApps)
                     claimed += taken.claimed
-                    if !taken.claimed.isEmpty {
+                    // Not those a stopping worker released: it sent none of them.
+                    let abandoned = taken.claimed.filter(\.mayHaveBeenSent)
+                    if !abandoned.isEmpty {
                         logger.notice(
                             "took over chunks whose worker's lease ran out (it stopped, or lost the database); what it may have sent without a record goes again",
                             metadata: [
-                                "push.chunks": "\(Set(taken.claimed.map(\.lease)).count)",
-                                "push.devices": "\(taken.claimed.count)",
+                                "push.chunks": "\(Set(abandoned.map(\.lease)).count)", "push.devices": "\(abandoned.count)",
                             ])
                     }
                     if !taken.empty.isEmpty {
